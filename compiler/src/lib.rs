@@ -1,0 +1,1 @@
+//! poot-compiler: checkpoint readers, model families, graph passes.

@@ -1,0 +1,1 @@
+//! End-to-end tests: the three verification tiers over compiled steps.
