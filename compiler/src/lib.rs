@@ -1,1 +1,6 @@
-//! poot-compiler: checkpoint readers, model families, graph passes.
+//! poot-compiler: checkpoint readers, model families, graph passes and the CPU oracle.
+mod error;
+pub mod families;
+pub mod load;
+pub mod tokenizer;
+pub use error::{CompileError, Result};

@@ -179,7 +179,10 @@ fn step<'a>(g: &Graph, v: Value, inputs: &Inputs<'a>, vals: &[Slot<'a>]) -> Resu
         Op::Softmax { axis } => nn::softmax(t(0)?, *axis)?,
         Op::RmsNorm { eps } => nn::rms_norm(t(0)?, &weight_or_tensor(t(1), w(1))?, eps.0)?,
         Op::MatMul => linalg::matmul(t(0)?, &w(1)?, ty)?,
-        Op::Gather => linalg::gather(&w(0)?, t(1)?, ty)?,
+        Op::Gather => match w(0) {
+            Ok(table) => linalg::gather(&table, t(1)?, ty)?,
+            Err(_) => linalg::gather_rows(t(0)?, t(1)?, ty)?,
+        },
         Op::Rope { layout, base, dims } => nn::rope(t(0)?, t(1)?, *layout, base.0, *dims)?,
         Op::AttnScores => linalg::attn_scores(t(0)?, t(1)?, ty)?,
         Op::AttnMix => linalg::attn_mix(t(0)?, t(1)?, ty)?,

@@ -68,6 +68,26 @@ pub fn gather(table: &WeightView<'_>, ids: &Tensor, ty: &Type) -> Result<Tensor>
     })
 }
 
+/// Rows of a computed f32 `table [v, d]` at `ids`.
+pub fn gather_rows(table: &Tensor, ids: &Tensor, ty: &Type) -> Result<Tensor> {
+    let tv = table.as_f32().ok_or_else(|| EvalError::dtype("gather", table))?;
+    let ids = ids.as_i32().ok_or_else(|| EvalError::dtype("gather", ids))?;
+    let (v, d) = (table.shape().dims()[0], table.shape().dims()[1]);
+    let mut out = Vec::with_capacity(ids.len() * d);
+    for (i, &id) in ids.iter().enumerate() {
+        if id < 0 || id as usize >= v {
+            return Err(EvalError::Index(format!(
+                "gather id {id} at {i} is outside 0..{v}"
+            )));
+        }
+        out.extend_from_slice(&tv[id as usize * d..(id as usize + 1) * d]);
+    }
+    Ok(Tensor {
+        ty: ty.clone(),
+        data: Data::F32(out),
+    })
+}
+
 /// `s[r, h, t, c] = q[r, t, h, :] . k[r, c, h / (heads / groups), :]`.
 pub fn attn_scores(q: &Tensor, k: &Tensor, ty: &Type) -> Result<Tensor> {
     let (qv, kv) = (f32s(q)?, f32s(k)?);
