@@ -9,6 +9,7 @@ use crate::tensor::{Tensor, WeightView};
 use crate::{EvalError, Result};
 use cranelift_entity::{EntityRef, SecondaryMap};
 use poot_ir::{Graph, Op, SlotKind, Value, WeightRole, node_text, verify};
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 /// Everything a step reads from outside the graph.
@@ -118,10 +119,16 @@ pub fn eval(graph: &Graph, inputs: &Inputs<'_>, opts: EvalOptions) -> Result<Eva
 fn step<'a>(g: &Graph, v: Value, inputs: &Inputs<'a>, vals: &[Slot<'a>]) -> Result<Slot<'a>> {
     let node = &g.nodes[v];
     let ty = &node.ty;
-    let t = |i: usize| -> Result<&Tensor> {
+    // A weight used as a plain operand (a norm weight, a bias) is dequantized to f32.
+    let t = |i: usize| -> Result<Cow<'_, Tensor>> {
         match &vals[node.args[i].index()] {
-            Slot::Tensor(t) => Ok(t),
-            _ => Err(EvalError::Input(format!("operand {} is not a tensor", node.args[i]))),
+            Slot::Tensor(t) => Ok(Cow::Borrowed(t)),
+            Slot::Weight(w) => {
+                let mut out = vec![0f32; w.dims.iter().product()];
+                crate::dequant::dequantize(w.dtype, w.bytes, &mut out);
+                Ok(Cow::Owned(Tensor::f32(w.dims.to_vec(), out)?))
+            }
+            Slot::Empty => Err(EvalError::Input(format!("operand {} was freed", node.args[i]))),
         }
     };
     let w = |i: usize| -> Result<WeightView<'a>> {
@@ -166,51 +173,42 @@ fn step<'a>(g: &Graph, v: Value, inputs: &Inputs<'a>, vals: &[Slot<'a>]) -> Resu
         }
         Op::Const(s) => ew::constant(*s, ty),
         Op::Iota { axis } => ew::iota(ty, *axis),
-        Op::Unary(u) => ew::unary(*u, t(0)?)?,
-        Op::Binary(b) => ew::binary(*b, t(0)?, t(1)?, ty)?,
-        Op::Compare(c) => ew::compare(*c, t(0)?, t(1)?, ty)?,
-        Op::Select => ew::select(t(0)?, t(1)?, t(2)?, ty)?,
-        Op::Cast => ew::cast(t(0)?, ty)?,
+        Op::Unary(u) => ew::unary(*u, &*t(0)?)?,
+        Op::Binary(b) => ew::binary(*b, &*t(0)?, &*t(1)?, ty)?,
+        Op::Compare(c) => ew::compare(*c, &*t(0)?, &*t(1)?, ty)?,
+        Op::Select => ew::select(&*t(0)?, &*t(1)?, &*t(2)?, ty)?,
+        Op::Cast => ew::cast(&*t(0)?, ty)?,
         Op::Reshape => Tensor {
             ty: ty.clone(),
             data: t(0)?.data.clone(),
         },
-        Op::Reduce { op, axis } => nn::reduce(*op, t(0)?, *axis, ty)?,
-        Op::Softmax { axis } => nn::softmax(t(0)?, *axis)?,
-        Op::RmsNorm { eps } => nn::rms_norm(t(0)?, &weight_or_tensor(t(1), w(1))?, eps.0)?,
-        Op::MatMul => linalg::matmul(t(0)?, &w(1)?, ty)?,
+        Op::Reduce { op, axis } => nn::reduce(*op, &*t(0)?, *axis, ty)?,
+        Op::Softmax { axis } => nn::softmax(&*t(0)?, *axis)?,
+        Op::RmsNorm { eps } => nn::rms_norm(&*t(0)?, &*t(1)?, eps.0)?,
+        Op::MatMul => linalg::matmul(&*t(0)?, &w(1)?, ty)?,
         Op::Gather => match w(0) {
-            Ok(table) => linalg::gather(&table, t(1)?, ty)?,
-            Err(_) => linalg::gather_rows(t(0)?, t(1)?, ty)?,
+            Ok(table) => linalg::gather(&table, &*t(1)?, ty)?,
+            Err(_) => linalg::gather_rows(&*t(0)?, &*t(1)?, ty)?,
         },
-        Op::Rope { layout, base, dims } => nn::rope(t(0)?, t(1)?, *layout, base.0, *dims)?,
-        Op::AttnScores => linalg::attn_scores(t(0)?, t(1)?, ty)?,
-        Op::AttnMix => linalg::attn_mix(t(0)?, t(1)?, ty)?,
+        Op::Rope { layout, base, dims } => nn::rope(&*t(0)?, &*t(1)?, *layout, base.0, *dims)?,
+        Op::AttnScores => linalg::attn_scores(&*t(0)?, &*t(1)?, ty)?,
+        Op::AttnMix => linalg::attn_mix(&*t(0)?, &*t(1)?, ty)?,
         Op::DynamicUpdateSlice { axis } => {
-            let mut x = t(0)?.clone();
-            let start = t(2)?.as_i32().ok_or_else(|| EvalError::dtype("dus", t(2).ok().unwrap_or(&x)))?;
-            ew::dynamic_update_slice(&mut x, t(1)?, start, *axis)?;
+            let mut x = t(0)?.into_owned();
+            let start = t(2)?;
+            let start = start.as_i32().ok_or_else(|| EvalError::dtype("dus", &start))?;
+            ew::dynamic_update_slice(&mut x, &*t(1)?, start, *axis)?;
             x
         }
         Op::ScatterUpdate => {
-            let mut x = t(0)?.clone();
-            let idx = t(2)?.as_i32().ok_or_else(|| EvalError::dtype("scatter", t(2).ok().unwrap_or(&x)))?;
-            ew::scatter_update(&mut x, t(1)?, idx)?;
+            let mut x = t(0)?.into_owned();
+            let idx = t(2)?;
+            let idx = idx.as_i32().ok_or_else(|| EvalError::dtype("scatter", &idx))?;
+            ew::scatter_update(&mut x, &*t(1)?, idx)?;
             x
         }
-        Op::ArgMax { axis } => nn::argmax(t(0)?, *axis, ty)?,
-        Op::AnyNonFinite => nn::any_nonfinite(t(0)?, ty)?,
+        Op::ArgMax { axis } => nn::argmax(&*t(0)?, *axis, ty)?,
+        Op::AnyNonFinite => nn::any_nonfinite(&*t(0)?, ty)?,
     };
     Ok(Slot::Tensor(out))
-}
-
-/// A norm weight may be bound as a weight (f32 bytes) or computed; both become a tensor.
-fn weight_or_tensor(t: Result<&Tensor>, w: Result<WeightView<'_>>) -> Result<Tensor> {
-    if let Ok(t) = t {
-        return Ok(t.clone());
-    }
-    let w = w?;
-    let mut out = vec![0f32; w.dims.iter().product()];
-    crate::dequant::dequantize(w.dtype, w.bytes, &mut out);
-    Tensor::f32(w.dims.to_vec(), out)
 }

@@ -209,8 +209,11 @@ impl Model {
             norm_eps: g.float(&key("attention.layer_norm_rms_epsilon"))? as f32,
             tied_embeddings: g.store.info("output.weight").is_none(),
         };
-        let codec = TextCodec::from_gguf(&g)?;
-        Model::bind(g.path.clone(), spec, g.store, gguf_name, Some(codec))
+        let codec = match g.meta.contains_key("tokenizer.ggml.model") {
+            true => Some(TextCodec::from_gguf(&g)?),
+            false => None,
+        };
+        Model::bind(g.path.clone(), spec, g.store, gguf_name, codec)
     }
 
     /// A model from Hugging Face files: `config.json`, `model.safetensors`, `tokenizer.json`.
