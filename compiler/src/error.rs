@@ -92,7 +92,9 @@ pub enum CompileError {
         found: Vec<usize>,
     },
     /// A prompt and its generation do not fit the KV cache.
-    #[error("prompt of {prompt} tokens plus {new} new tokens exceeds the cache capacity of {cap} positions")]
+    #[error(
+        "prompt of {prompt} tokens plus {new} new tokens exceeds the cache capacity of {cap} positions"
+    )]
     PromptTooLong {
         /// Prompt tokens.
         prompt: usize,

@@ -13,7 +13,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "poot-compile", version, about = "poot's ahead-of-time compiler")]
+#[command(
+    name = "poot-compile",
+    version,
+    about = "poot's ahead-of-time compiler"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -82,9 +86,16 @@ fn run(cli: Cli) -> poot_compiler::Result<()> {
         } => {
             let m = Model::load(&model)?;
             let codec = m.codec.as_ref().ok_or_else(|| {
-                poot_compiler::CompileError::Tokenizer(format!("{} has no tokenizer", model.display()))
+                poot_compiler::CompileError::Tokenizer(format!(
+                    "{} has no tokenizer",
+                    model.display()
+                ))
             })?;
-            let text = if chat { codec.render_chat(&prompt)? } else { prompt };
+            let text = if chat {
+                codec.render_chat(&prompt)?
+            } else {
+                prompt
+            };
             let ids = codec.encode(&text)?;
             let mut oracle = Oracle::new(&m, cap, chunk)?;
             let start = Instant::now();
@@ -127,7 +138,12 @@ fn run(cli: Cli) -> poot_compiler::Result<()> {
             let mut g = trace(&m, step)?;
             if !raw {
                 for t in optimize(&mut g, PassOptions { verify_each: true })? {
-                    eprintln!("{:>14}: {:>8.2} ms, {} nodes", t.name, t.time.as_secs_f64() * 1e3, t.nodes);
+                    eprintln!(
+                        "{:>14}: {:>8.2} ms, {} nodes",
+                        t.name,
+                        t.time.as_secs_f64() * 1e3,
+                        t.nodes
+                    );
                 }
             }
             print!("{}", poot_ir::print(&g));

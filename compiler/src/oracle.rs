@@ -80,7 +80,10 @@ impl<'m> Oracle<'m> {
         slots.insert(SlotKind::Token, Tensor::i32([1, n], tokens)?);
         slots.insert(SlotKind::Pos, Tensor::i32([1], vec![self.pos as i32])?);
         if prefill {
-            slots.insert(SlotKind::LogitIndex, Tensor::i32([1], vec![logit_index as i32])?);
+            slots.insert(
+                SlotKind::LogitIndex,
+                Tensor::i32([1], vec![logit_index as i32])?,
+            );
         }
         self.inputs.slots = slots;
         let g = match (&self.prefill, prefill) {
@@ -89,15 +92,25 @@ impl<'m> Oracle<'m> {
         };
         let mut out = eval(g, &self.inputs, EvalOptions::default())?;
         self.inputs.state = std::mem::take(&mut out.state);
-        let nonfinite = out.output("nonfinite").and_then(|t| t.as_bool()).is_some_and(|b| b[0]);
-        let logits = out.output("logits").and_then(|t| t.as_f32()).unwrap_or(&[]).to_vec();
+        let nonfinite = out
+            .output("nonfinite")
+            .and_then(|t| t.as_bool())
+            .is_some_and(|b| b[0]);
+        let logits = out
+            .output("logits")
+            .and_then(|t| t.as_f32())
+            .unwrap_or(&[])
+            .to_vec();
         if nonfinite {
             return Err(CompileError::Eval(poot_eval::EvalError::Input(format!(
                 "non-finite logits at position {}",
                 self.pos
             ))));
         }
-        let token = out.output("token").and_then(|t| t.as_i32()).map_or(0, |t| t[0]) as u32;
+        let token = out
+            .output("token")
+            .and_then(|t| t.as_i32())
+            .map_or(0, |t| t[0]) as u32;
         Ok(StepOut { token, logits })
     }
 

@@ -4,10 +4,10 @@
 //! Invariants: weights are a deterministic function of the seed; packed blocks get finite,
 //! small f16 scales (random bytes elsewhere), so every dtype's dequantization is exercised.
 
+use crate::Result;
 use crate::families::{Family, Model, ModelSpec, gguf_name, roles};
 use crate::load::WeightStore;
 use crate::load::gguf::Gguf;
-use crate::Result;
 use half::f16;
 use poot_ir::{DType, RoleKind, RopeLayout, WeightRole};
 use std::path::{Path, PathBuf};
@@ -83,7 +83,9 @@ pub fn random_tensor(rng: &mut Rng, dtype: DType, dims: &[usize], scale: f32) ->
     let n: usize = dims.iter().product();
     let f16b = |x: f32| f16::from_f32(x).to_le_bytes();
     match dtype {
-        DType::F32 => (0..n).flat_map(|_| (scale * rng.unit()).to_le_bytes()).collect(),
+        DType::F32 => (0..n)
+            .flat_map(|_| (scale * rng.unit()).to_le_bytes())
+            .collect(),
         DType::F16 => (0..n).flat_map(|_| f16b(scale * rng.unit())).collect(),
         DType::Bf16 => (0..n)
             .flat_map(|_| half::bf16::from_f32(scale * rng.unit()).to_le_bytes())
@@ -128,7 +130,9 @@ pub fn tiny_tensors(spec: &ModelSpec, seed: u64) -> Vec<(String, DType, Vec<usiz
                 RoleKind::AttnNorm | RoleKind::FfnNorm | RoleKind::OutputNorm
             );
             let bytes = if is_norm {
-                (0..dims[0]).flat_map(|_| (1.0 + 0.2 * rng.unit()).to_le_bytes()).collect()
+                (0..dims[0])
+                    .flat_map(|_| (1.0 + 0.2 * rng.unit()).to_le_bytes())
+                    .collect()
             } else {
                 random_tensor(&mut rng, dtype, &dims, 0.5)
             };
@@ -141,7 +145,13 @@ pub fn tiny_tensors(spec: &ModelSpec, seed: u64) -> Vec<(String, DType, Vec<usiz
 pub fn tiny_model(family: Family, seed: u64) -> Result<Model> {
     let spec = tiny_spec(family);
     let store = WeightStore::from_tensors(tiny_tensors(&spec, seed));
-    Model::bind(PathBuf::from(format!("tiny-{}", family.name())), spec, store, gguf_name, None)
+    Model::bind(
+        PathBuf::from(format!("tiny-{}", family.name())),
+        spec,
+        store,
+        gguf_name,
+        None,
+    )
 }
 
 /// A GGUF v3 file of a tiny model, to load through `Model::load`.
@@ -149,15 +159,42 @@ pub fn tiny_gguf(family: Family, seed: u64) -> Vec<u8> {
     let spec = tiny_spec(family);
     let arch = family.name();
     let meta = vec![
-        ("general.architecture".to_string(), MetaOut::Str(arch.into())),
-        (format!("{arch}.block_count"), MetaOut::U32(spec.n_layers as u32)),
-        (format!("{arch}.embedding_length"), MetaOut::U32(spec.d_model as u32)),
-        (format!("{arch}.feed_forward_length"), MetaOut::U32(spec.d_ff as u32)),
-        (format!("{arch}.attention.head_count"), MetaOut::U32(spec.n_heads as u32)),
-        (format!("{arch}.attention.head_count_kv"), MetaOut::U32(spec.n_kv_heads as u32)),
-        (format!("{arch}.context_length"), MetaOut::U32(spec.context as u32)),
-        (format!("{arch}.rope.freq_base"), MetaOut::F32(spec.rope_base)),
-        (format!("{arch}.attention.layer_norm_rms_epsilon"), MetaOut::F32(spec.norm_eps)),
+        (
+            "general.architecture".to_string(),
+            MetaOut::Str(arch.into()),
+        ),
+        (
+            format!("{arch}.block_count"),
+            MetaOut::U32(spec.n_layers as u32),
+        ),
+        (
+            format!("{arch}.embedding_length"),
+            MetaOut::U32(spec.d_model as u32),
+        ),
+        (
+            format!("{arch}.feed_forward_length"),
+            MetaOut::U32(spec.d_ff as u32),
+        ),
+        (
+            format!("{arch}.attention.head_count"),
+            MetaOut::U32(spec.n_heads as u32),
+        ),
+        (
+            format!("{arch}.attention.head_count_kv"),
+            MetaOut::U32(spec.n_kv_heads as u32),
+        ),
+        (
+            format!("{arch}.context_length"),
+            MetaOut::U32(spec.context as u32),
+        ),
+        (
+            format!("{arch}.rope.freq_base"),
+            MetaOut::F32(spec.rope_base),
+        ),
+        (
+            format!("{arch}.attention.layer_norm_rms_epsilon"),
+            MetaOut::F32(spec.norm_eps),
+        ),
     ];
     write_gguf(&meta, &tiny_tensors(&spec, seed))
 }
@@ -173,7 +210,10 @@ pub enum MetaOut {
 }
 
 /// Writes a GGUF v3 file (alignment 32) with `meta` and `tensors` (dims outermost first).
-pub fn write_gguf(meta: &[(String, MetaOut)], tensors: &[(String, DType, Vec<usize>, Vec<u8>)]) -> Vec<u8> {
+pub fn write_gguf(
+    meta: &[(String, MetaOut)],
+    tensors: &[(String, DType, Vec<usize>, Vec<u8>)],
+) -> Vec<u8> {
     let mut b = b"GGUF".to_vec();
     let s = |b: &mut Vec<u8>, x: &str| {
         b.extend((x.len() as u64).to_le_bytes());
@@ -219,7 +259,9 @@ pub fn write_gguf(meta: &[(String, MetaOut)], tensors: &[(String, DType, Vec<usi
 }
 
 fn ggml_id(d: DType) -> u32 {
-    (0..64).find(|&i| crate::load::gguf::ggml_dtype(i) == Some(d)).unwrap_or(u32::MAX)
+    (0..64)
+        .find(|&i| crate::load::gguf::ggml_dtype(i) == Some(d))
+        .unwrap_or(u32::MAX)
 }
 
 /// Loads GGUF bytes as a model (as `Model::load` would from a file).

@@ -52,7 +52,18 @@ impl TextCodec {
         let tokens = g.strings("tokenizer.ggml.tokens")?;
         let merges = g.strings("tokenizer.ggml.merges")?;
         let types: Vec<u64> = match g.array("tokenizer.ggml.token_type") {
-            Ok(a) => a.iter().map(|m| if let Meta::I64(v) = m { *v as u64 } else if let Meta::U64(v) = m { *v } else { 1 }).collect(),
+            Ok(a) => a
+                .iter()
+                .map(|m| {
+                    if let Meta::I64(v) = m {
+                        *v as u64
+                    } else if let Meta::U64(v) = m {
+                        *v
+                    } else {
+                        1
+                    }
+                })
+                .collect(),
             Err(_) => vec![1; tokens.len()],
         };
         let pre = g.str("tokenizer.ggml.pre").unwrap_or("default");
@@ -114,7 +125,10 @@ impl TextCodec {
             tokenizer: tk,
             bos: id("tokenizer.ggml.bos_token_id"),
             eos: id("tokenizer.ggml.eos_token_id"),
-            add_bos: matches!(g.meta.get("tokenizer.ggml.add_bos_token"), Some(Meta::Bool(true))),
+            add_bos: matches!(
+                g.meta.get("tokenizer.ggml.add_bos_token"),
+                Some(Meta::Bool(true))
+            ),
             template: g.str("tokenizer.chat_template").ok().map(str::to_string),
         })
     }
@@ -170,12 +184,21 @@ impl TextCodec {
         let mut env = minijinja::Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |msg: String| -> std::result::Result<String, minijinja::Error> {
-            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, msg))
-        });
+        env.add_function(
+            "raise_exception",
+            |msg: String| -> std::result::Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(
+                    minijinja::ErrorKind::InvalidOperation,
+                    msg,
+                ))
+            },
+        );
         env.add_template("chat", template)
             .map_err(|e| CompileError::Template(e.to_string()))?;
-        let token = |id: Option<u32>| id.and_then(|i| self.tokenizer.id_to_token(i)).unwrap_or_default();
+        let token = |id: Option<u32>| {
+            id.and_then(|i| self.tokenizer.id_to_token(i))
+                .unwrap_or_default()
+        };
         let ctx = minijinja::context! {
             messages => vec![minijinja::context! { role => "user", content => user }],
             add_generation_prompt => true,

@@ -8,7 +8,10 @@ mod common;
 use common::{assert_bit_identical, inputs, random_step};
 use poot_compiler::families::{Family, Model, StepShape, hf_name, roles, trace};
 use poot_compiler::oracle::Oracle;
-use poot_compiler::tiny::{MetaOut, load_gguf_bytes, tiny_gguf, tiny_model, tiny_spec, tiny_tensors, write_gguf, Rng, random_tensor};
+use poot_compiler::tiny::{
+    MetaOut, Rng, load_gguf_bytes, random_tensor, tiny_gguf, tiny_model, tiny_spec, tiny_tensors,
+    write_gguf,
+};
 use poot_compiler::{CompileError, load};
 use poot_eval::{EvalOptions, eval};
 use poot_ir::DType;
@@ -25,13 +28,31 @@ fn meta(arch: &str) -> Vec<(String, MetaOut)> {
     let s = tiny_spec(Family::Llama);
     vec![
         ("general.architecture".into(), MetaOut::Str(arch.into())),
-        (format!("{arch}.block_count"), MetaOut::U32(s.n_layers as u32)),
-        (format!("{arch}.embedding_length"), MetaOut::U32(s.d_model as u32)),
-        (format!("{arch}.feed_forward_length"), MetaOut::U32(s.d_ff as u32)),
-        (format!("{arch}.attention.head_count"), MetaOut::U32(s.n_heads as u32)),
-        (format!("{arch}.attention.head_count_kv"), MetaOut::U32(s.n_kv_heads as u32)),
+        (
+            format!("{arch}.block_count"),
+            MetaOut::U32(s.n_layers as u32),
+        ),
+        (
+            format!("{arch}.embedding_length"),
+            MetaOut::U32(s.d_model as u32),
+        ),
+        (
+            format!("{arch}.feed_forward_length"),
+            MetaOut::U32(s.d_ff as u32),
+        ),
+        (
+            format!("{arch}.attention.head_count"),
+            MetaOut::U32(s.n_heads as u32),
+        ),
+        (
+            format!("{arch}.attention.head_count_kv"),
+            MetaOut::U32(s.n_kv_heads as u32),
+        ),
         (format!("{arch}.context_length"), MetaOut::U32(64)),
-        (format!("{arch}.attention.layer_norm_rms_epsilon"), MetaOut::F32(1e-5)),
+        (
+            format!("{arch}.attention.layer_norm_rms_epsilon"),
+            MetaOut::F32(1e-5),
+        ),
     ]
 }
 
@@ -43,8 +64,18 @@ fn tiny_gguf_loads_back_exactly() {
         assert_eq!(from_file.spec, in_memory.spec);
         let g = trace(&in_memory, StepShape::decode(1, 8)).unwrap();
         let (slots, state) = random_step(&g, in_memory.spec.vocab, 1);
-        let a = eval(&g, &inputs(in_memory.weight_views(), slots.clone(), state.clone()), EvalOptions::default()).unwrap();
-        let b = eval(&g, &inputs(from_file.weight_views(), slots, state), EvalOptions::default()).unwrap();
+        let a = eval(
+            &g,
+            &inputs(in_memory.weight_views(), slots.clone(), state.clone()),
+            EvalOptions::default(),
+        )
+        .unwrap();
+        let b = eval(
+            &g,
+            &inputs(from_file.weight_views(), slots, state),
+            EvalOptions::default(),
+        )
+        .unwrap();
         assert_bit_identical(&a, &b, family.name());
     }
 }
@@ -72,14 +103,20 @@ fn wrong_magic_and_version() {
     );
     b[..4].copy_from_slice(b"GGUF");
     b[4..8].copy_from_slice(&1u32.to_le_bytes());
-    assert_eq!(load_err(b), "bad.gguf: GGUF version 1 is not supported (2 and 3 are)");
+    assert_eq!(
+        load_err(b),
+        "bad.gguf: GGUF version 1 is not supported (2 and 3 are)"
+    );
 }
 
 #[test]
 fn unknown_architecture() {
     let spec = tiny_spec(Family::Llama);
     let e = load_err(write_gguf(&meta("mamba"), &tiny_tensors(&spec, 1)));
-    assert_eq!(e, "bad.gguf: unknown architecture `mamba` (supported: llama, qwen2)");
+    assert_eq!(
+        e,
+        "bad.gguf: unknown architecture `mamba` (supported: llama, qwen2)"
+    );
 }
 
 #[test]
@@ -89,25 +126,41 @@ fn unsupported_quant_type() {
     let mut b = write_gguf(&meta("llama"), &tensors);
     // Rewrite the first tensor's GGUF type id to Q2_K (10).
     let (name, _, dims, _) = &tensors[0];
-    let at = b.windows(name.len()).position(|w| w == name.as_bytes()).unwrap() + name.len();
+    let at = b
+        .windows(name.len())
+        .position(|w| w == name.as_bytes())
+        .unwrap()
+        + name.len();
     let ty = at + 4 + 8 * dims.len();
     b[ty..ty + 4].copy_from_slice(&10u32.to_le_bytes());
     let e = load_err(b);
-    assert_eq!(e, format!("bad.gguf: tensor `{name}` has unsupported type Q2_K (GGUF type 10)"));
+    assert_eq!(
+        e,
+        format!("bad.gguf: tensor `{name}` has unsupported type Q2_K (GGUF type 10)")
+    );
 }
 
 #[test]
 fn missing_tensor() {
     let spec = tiny_spec(Family::Llama);
-    let tensors: Vec<_> = tiny_tensors(&spec, 1).into_iter().filter(|t| t.0 != "blk.1.ffn_up.weight").collect();
-    assert_eq!(load_err(write_gguf(&meta("llama"), &tensors)), "bad.gguf: missing tensor `blk.1.ffn_up.weight`");
+    let tensors: Vec<_> = tiny_tensors(&spec, 1)
+        .into_iter()
+        .filter(|t| t.0 != "blk.1.ffn_up.weight")
+        .collect();
+    assert_eq!(
+        load_err(write_gguf(&meta("llama"), &tensors)),
+        "bad.gguf: missing tensor `blk.1.ffn_up.weight`"
+    );
 }
 
 #[test]
 fn tensor_with_wrong_shape() {
     let spec = tiny_spec(Family::Llama);
     let mut tensors = tiny_tensors(&spec, 1);
-    let t = tensors.iter_mut().find(|t| t.0 == "blk.0.attn_k.weight").unwrap();
+    let t = tensors
+        .iter_mut()
+        .find(|t| t.0 == "blk.0.attn_k.weight")
+        .unwrap();
     t.2 = vec![32, 32];
     t.3 = random_tensor(&mut Rng::new(1), t.1, &t.2, 0.5);
     assert_eq!(
@@ -119,8 +172,14 @@ fn tensor_with_wrong_shape() {
 #[test]
 fn missing_metadata_is_named() {
     let spec = tiny_spec(Family::Llama);
-    let m: Vec<_> = meta("llama").into_iter().filter(|(k, _)| k != "llama.block_count").collect();
-    assert_eq!(load_err(write_gguf(&m, &tiny_tensors(&spec, 1))), "bad.gguf: metadata `llama.block_count` is missing");
+    let m: Vec<_> = meta("llama")
+        .into_iter()
+        .filter(|(k, _)| k != "llama.block_count")
+        .collect();
+    assert_eq!(
+        load_err(write_gguf(&m, &tiny_tensors(&spec, 1))),
+        "bad.gguf: metadata `llama.block_count` is missing"
+    );
 }
 
 #[test]
@@ -128,10 +187,23 @@ fn prompt_longer_than_cap() {
     let model = tiny_model(Family::Llama, 1).unwrap();
     let mut oracle = Oracle::new(&model, 8, 4).unwrap();
     let e = oracle.prefill(&[1; 9]).unwrap_err();
-    assert!(matches!(e, CompileError::PromptTooLong { prompt: 9, new: 0, cap: 8 }));
-    assert_eq!(e.to_string(), "prompt of 9 tokens plus 0 new tokens exceeds the cache capacity of 8 positions");
+    assert!(matches!(
+        e,
+        CompileError::PromptTooLong {
+            prompt: 9,
+            new: 0,
+            cap: 8
+        }
+    ));
+    assert_eq!(
+        e.to_string(),
+        "prompt of 9 tokens plus 0 new tokens exceeds the cache capacity of 8 positions"
+    );
     let e = oracle.generate(&[1; 5], 4, None, &mut |_| {}).unwrap_err();
-    assert_eq!(e.to_string(), "prompt of 5 tokens plus 4 new tokens exceeds the cache capacity of 8 positions");
+    assert_eq!(
+        e.to_string(),
+        "prompt of 5 tokens plus 4 new tokens exceeds the cache capacity of 8 positions"
+    );
     // Exactly full is fine, and the cache is usable afterwards.
     let outs = oracle.generate(&[1; 5], 3, None, &mut |_| {}).unwrap();
     assert_eq!(outs.len(), 3);
@@ -159,7 +231,12 @@ fn padded_prefill_chunks_match_single_steps() {
     let tb: Vec<u32> = b.iter().map(|s| s.token).collect();
     assert_eq!(ta, tb);
     for (x, y) in a.iter().zip(&b) {
-        let worst = x.logits.iter().zip(&y.logits).map(|(p, q)| (p - q).abs()).fold(0f32, f32::max);
+        let worst = x
+            .logits
+            .iter()
+            .zip(&y.logits)
+            .map(|(p, q)| (p - q).abs())
+            .fold(0f32, f32::max);
         assert!(worst < 1e-4, "chunked vs single logits differ by {worst}");
     }
 }
@@ -197,7 +274,12 @@ fn safetensors_with_config_loads() {
         .map(|(r, dims)| {
             let dtype = [DType::F32, DType::F16, DType::Bf16][rng.below(3)];
             let dtype = if dims.len() == 1 { DType::F32 } else { dtype };
-            (hf_name(r), dtype, dims.clone(), random_tensor(&mut rng, dtype, &dims, 0.5))
+            (
+                hf_name(r),
+                dtype,
+                dims.clone(),
+                random_tensor(&mut rng, dtype, &dims, 0.5),
+            )
         })
         .collect();
     write_safetensors(&dir, &tensors);
@@ -222,20 +304,42 @@ fn safetensors_with_config_loads() {
     .unwrap();
     let g = trace(&model, StepShape::prefill(1, 4, 8)).unwrap();
     let (slots, state) = random_step(&g, 64, 4);
-    let a = eval(&g, &inputs(model.weight_views(), slots.clone(), state.clone()), EvalOptions::default()).unwrap();
-    let b = eval(&g, &inputs(reference.weight_views(), slots, state), EvalOptions::default()).unwrap();
+    let a = eval(
+        &g,
+        &inputs(model.weight_views(), slots.clone(), state.clone()),
+        EvalOptions::default(),
+    )
+    .unwrap();
+    let b = eval(
+        &g,
+        &inputs(reference.weight_views(), slots, state),
+        EvalOptions::default(),
+    )
+    .unwrap();
     assert_bit_identical(&a, &b, "safetensors");
     // A truncated safetensors file names what it could not read.
     let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
-    let e = load::safetensors::from_bytes(Path::new("cut.safetensors"), bytes[..bytes.len() / 2].to_vec())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.starts_with("cut.safetensors: truncated: data of tensor `"), "{e}");
-    let e = load::safetensors::from_bytes(Path::new("x.safetensors"), b"\x05\0\0\0\0\0\0\0{oops".to_vec())
-        .err()
-        .unwrap()
-        .to_string();
-    assert!(e.starts_with("x.safetensors: not a safetensors file: header is not JSON"), "{e}");
+    let e = load::safetensors::from_bytes(
+        Path::new("cut.safetensors"),
+        bytes[..bytes.len() / 2].to_vec(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.starts_with("cut.safetensors: truncated: data of tensor `"),
+        "{e}"
+    );
+    let e = load::safetensors::from_bytes(
+        Path::new("x.safetensors"),
+        b"\x05\0\0\0\0\0\0\0{oops".to_vec(),
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.starts_with("x.safetensors: not a safetensors file: header is not JSON"),
+        "{e}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }

@@ -55,7 +55,10 @@ fn check(family: Family, step: StepShape, shape: &str) {
         nodes.push(g.nodes.len());
     }
     // Each family's trace leaves work for the pipeline: it must shrink the graph.
-    assert!(nodes.last() < nodes.first(), "{tag}: passes removed nothing: {nodes:?}");
+    assert!(
+        nodes.last() < nodes.first(),
+        "{tag}: passes removed nothing: {nodes:?}"
+    );
 }
 
 #[test]

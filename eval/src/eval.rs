@@ -128,18 +128,27 @@ fn step<'a>(g: &Graph, v: Value, inputs: &Inputs<'a>, vals: &[Slot<'a>]) -> Resu
                 crate::dequant::dequantize(w.dtype, w.bytes, &mut out);
                 Ok(Cow::Owned(Tensor::f32(w.dims.to_vec(), out)?))
             }
-            Slot::Empty => Err(EvalError::Input(format!("operand {} was freed", node.args[i]))),
+            Slot::Empty => Err(EvalError::Input(format!(
+                "operand {} was freed",
+                node.args[i]
+            ))),
         }
     };
     let w = |i: usize| -> Result<WeightView<'a>> {
         match &vals[node.args[i].index()] {
             Slot::Weight(w) => Ok(*w),
-            _ => Err(EvalError::Input(format!("operand {} is not a weight", node.args[i]))),
+            _ => Err(EvalError::Input(format!(
+                "operand {} is not a weight",
+                node.args[i]
+            ))),
         }
     };
     let checked = |x: &Tensor, what: &str| -> Result<Tensor> {
         if &x.ty != ty {
-            return Err(EvalError::Input(format!("{what} is {}, the graph declares {ty}", x.ty)));
+            return Err(EvalError::Input(format!(
+                "{what} is {}, the graph declares {ty}",
+                x.ty
+            )));
         }
         Ok(x.clone())
     };
@@ -164,11 +173,15 @@ fn step<'a>(g: &Graph, v: Value, inputs: &Inputs<'a>, vals: &[Slot<'a>]) -> Resu
         }
         Op::State(name) => {
             let s = inputs.state.get(name);
-            checked(s.ok_or_else(|| EvalError::Input(format!("state {name} is missing")))?, name)?
+            checked(
+                s.ok_or_else(|| EvalError::Input(format!("state {name} is missing")))?,
+                name,
+            )?
         }
         Op::Slot(kind) => {
             let s = inputs.slots.get(kind);
-            let s = s.ok_or_else(|| EvalError::Input(format!("slot {} is missing", kind.name())))?;
+            let s =
+                s.ok_or_else(|| EvalError::Input(format!("slot {} is missing", kind.name())))?;
             checked(s, kind.name())?
         }
         Op::Const(s) => ew::constant(*s, ty),
@@ -196,14 +209,18 @@ fn step<'a>(g: &Graph, v: Value, inputs: &Inputs<'a>, vals: &[Slot<'a>]) -> Resu
         Op::DynamicUpdateSlice { axis } => {
             let mut x = t(0)?.into_owned();
             let start = t(2)?;
-            let start = start.as_i32().ok_or_else(|| EvalError::dtype("dus", &start))?;
+            let start = start
+                .as_i32()
+                .ok_or_else(|| EvalError::dtype("dus", &start))?;
             ew::dynamic_update_slice(&mut x, &*t(1)?, start, *axis)?;
             x
         }
         Op::ScatterUpdate => {
             let mut x = t(0)?.into_owned();
             let idx = t(2)?;
-            let idx = idx.as_i32().ok_or_else(|| EvalError::dtype("scatter", &idx))?;
+            let idx = idx
+                .as_i32()
+                .ok_or_else(|| EvalError::dtype("scatter", &idx))?;
             ew::scatter_update(&mut x, &*t(1)?, idx)?;
             x
         }

@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 fn fixture(name: &str) -> Vec<u8> {
     let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
-    let p = PathBuf::from(root).join("tests/fixtures/dequant").join(name);
+    let p = PathBuf::from(root)
+        .join("tests/fixtures/dequant")
+        .join(name);
     std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
 
@@ -64,7 +66,10 @@ fn half_precision_formats() {
     let bytes = [0x00, 0x3c, 0x00, 0x80, 0x01, 0x00, 0xff, 0x7b];
     let mut out = [0f32; 4];
     dequantize(DType::F16, &bytes, &mut out);
-    assert_eq!(out.map(f32::to_bits), [1f32.to_bits(), 0x8000_0000, 0x3380_0000, 65504f32.to_bits()]);
+    assert_eq!(
+        out.map(f32::to_bits),
+        [1f32.to_bits(), 0x8000_0000, 0x3380_0000, 65504f32.to_bits()]
+    );
     let bytes = [0x80, 0x3f, 0x80, 0xbf];
     let mut out = [0f32; 2];
     dequantize(DType::Bf16, &bytes, &mut out);

@@ -4,7 +4,11 @@ use poot_eval::{EvalError, EvalOptions, Inputs, Tensor, eval};
 use poot_ir::{Builder, CmpOp, DType, Scalar, SlotKind, Type};
 use std::collections::HashMap;
 
-fn one_output(b: Builder, slots: Vec<(SlotKind, Tensor)>, state: Vec<(&str, Tensor)>) -> Result<Tensor, EvalError> {
+fn one_output(
+    b: Builder,
+    slots: Vec<(SlotKind, Tensor)>,
+    state: Vec<(&str, Tensor)>,
+) -> Result<Tensor, EvalError> {
     let g = b.finish();
     let inputs = Inputs {
         weights: HashMap::new(),
@@ -12,7 +16,9 @@ fn one_output(b: Builder, slots: Vec<(SlotKind, Tensor)>, state: Vec<(&str, Tens
         slots: slots.into_iter().collect(),
     };
     let e = eval(&g, &inputs, EvalOptions::default())?;
-    Ok(e.primary().cloned().unwrap_or_else(|| e.state.into_values().next().unwrap()))
+    Ok(e.primary()
+        .cloned()
+        .unwrap_or_else(|| e.state.into_values().next().unwrap()))
 }
 
 #[test]
@@ -21,7 +27,20 @@ fn argmax_takes_the_first_of_ties_and_skips_nan() {
     let x = b.state("x", Type::new(DType::F32, [3, 4])).unwrap();
     let a = b.argmax(x, 1).unwrap();
     b.output("a", a);
-    let data = vec![1.0, 3.0, 3.0, 0.0, f32::NAN, 2.0, 5.0, 5.0, f32::NAN, f32::NAN, f32::NAN, f32::NAN];
+    let data = vec![
+        1.0,
+        3.0,
+        3.0,
+        0.0,
+        f32::NAN,
+        2.0,
+        5.0,
+        5.0,
+        f32::NAN,
+        f32::NAN,
+        f32::NAN,
+        f32::NAN,
+    ];
     let t = one_output(b, vec![], vec![("x", Tensor::f32([3, 4], data).unwrap())]).unwrap();
     assert_eq!(t.as_i32().unwrap(), &[1, 2, 0]);
 }
@@ -41,7 +60,10 @@ fn masked_softmax_gives_exact_zeros() {
     let t = one_output(
         b,
         vec![(SlotKind::Pos, Tensor::i32([1], vec![1]).unwrap())],
-        vec![("s", Tensor::f32([1, 4], vec![0.0, 0.0, 9.0, f32::NAN]).unwrap())],
+        vec![(
+            "s",
+            Tensor::f32([1, 4], vec![0.0, 0.0, 9.0, f32::NAN]).unwrap(),
+        )],
     )
     .unwrap();
     assert_eq!(t.as_f32().unwrap(), &[0.5, 0.5, 0.0, 0.0]);
@@ -59,20 +81,39 @@ fn dynamic_update_slice_writes_per_row_and_refuses_overflow() {
         b
     };
     let zeros = || Tensor::zeros(Type::new(DType::F32, [2, 4, 1]));
-    let ok = one_output(build(), vec![(SlotKind::Pos, Tensor::i32([2], vec![0, 2]).unwrap())], vec![("c", zeros())]);
-    assert_eq!(ok.unwrap().as_f32().unwrap(), &[7.0, 7.0, 0.0, 0.0, 0.0, 0.0, 7.0, 7.0]);
-    let err = one_output(build(), vec![(SlotKind::Pos, Tensor::i32([2], vec![0, 3]).unwrap())], vec![("c", zeros())])
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("row 1 writes 2 elements along axis 1 at 3, past its size 4"), "{err}");
-    assert!(err.contains("dynamic_update_slice"), "the error names the node: {err}");
+    let ok = one_output(
+        build(),
+        vec![(SlotKind::Pos, Tensor::i32([2], vec![0, 2]).unwrap())],
+        vec![("c", zeros())],
+    );
+    assert_eq!(
+        ok.unwrap().as_f32().unwrap(),
+        &[7.0, 7.0, 0.0, 0.0, 0.0, 0.0, 7.0, 7.0]
+    );
+    let err = one_output(
+        build(),
+        vec![(SlotKind::Pos, Tensor::i32([2], vec![0, 3]).unwrap())],
+        vec![("c", zeros())],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("row 1 writes 2 elements along axis 1 at 3, past its size 4"),
+        "{err}"
+    );
+    assert!(
+        err.contains("dynamic_update_slice"),
+        "the error names the node: {err}"
+    );
 }
 
 #[test]
 fn scatter_update_replaces_rows_and_refuses_bad_index() {
     let build = || {
         let mut b = Builder::new("t");
-        let idx = b.slot(SlotKind::WriteMap, Type::new(DType::I32, [1])).unwrap();
+        let idx = b
+            .slot(SlotKind::WriteMap, Type::new(DType::I32, [1]))
+            .unwrap();
         let c = b.state("c", Type::new(DType::F32, [3, 2])).unwrap();
         let u = b.constant(Scalar::F32(1.0), [1, 2]).unwrap();
         let w = b.scatter_update(c, u, idx).unwrap();
@@ -80,12 +121,26 @@ fn scatter_update_replaces_rows_and_refuses_bad_index() {
         b
     };
     let zeros = || Tensor::zeros(Type::new(DType::F32, [3, 2]));
-    let ok = one_output(build(), vec![(SlotKind::WriteMap, Tensor::i32([1], vec![2]).unwrap())], vec![("c", zeros())]);
-    assert_eq!(ok.unwrap().as_f32().unwrap(), &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0]);
-    let err = one_output(build(), vec![(SlotKind::WriteMap, Tensor::i32([1], vec![3]).unwrap())], vec![("c", zeros())])
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("scatter index 3 at 0 is outside 0..3"), "{err}");
+    let ok = one_output(
+        build(),
+        vec![(SlotKind::WriteMap, Tensor::i32([1], vec![2]).unwrap())],
+        vec![("c", zeros())],
+    );
+    assert_eq!(
+        ok.unwrap().as_f32().unwrap(),
+        &[0.0, 0.0, 0.0, 0.0, 1.0, 1.0]
+    );
+    let err = one_output(
+        build(),
+        vec![(SlotKind::WriteMap, Tensor::i32([1], vec![3]).unwrap())],
+        vec![("c", zeros())],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("scatter index 3 at 0 is outside 0..3"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -94,14 +149,21 @@ fn missing_and_mismatched_inputs_are_named() {
     let pos = b.slot(SlotKind::Pos, Type::new(DType::I32, [2])).unwrap();
     b.output("p", pos);
     let g = b.finish();
-    let err = eval(&g, &Inputs::default(), EvalOptions::default()).unwrap_err().to_string();
+    let err = eval(&g, &Inputs::default(), EvalOptions::default())
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("slot pos is missing"), "{err}");
     let inputs = Inputs {
         slots: [(SlotKind::Pos, Tensor::i32([3], vec![0; 3]).unwrap())].into(),
         ..Inputs::default()
     };
-    let err = eval(&g, &inputs, EvalOptions::default()).unwrap_err().to_string();
-    assert!(err.contains("pos is i32[3], the graph declares i32[2]"), "{err}");
+    let err = eval(&g, &inputs, EvalOptions::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("pos is i32[3], the graph declares i32[2]"),
+        "{err}"
+    );
 }
 
 #[test]

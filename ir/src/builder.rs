@@ -39,10 +39,9 @@ impl Builder {
     /// Appends `op(args)` with `declared` as the type for ops that take it from the declaration.
     pub fn push(&mut self, op: Op, args: &[Value], declared: Type) -> Result<Value> {
         let tys: Vec<_> = args.iter().map(|a| self.g.ty(*a)).collect();
-        let ty = op.infer(&tys, &declared).map_err(|msg| IrError::Build {
-            op: op.name(),
-            msg,
-        })?;
+        let ty = op
+            .infer(&tys, &declared)
+            .map_err(|msg| IrError::Build { op: op.name(), msg })?;
         Ok(self.g.nodes.push(Node {
             op,
             args: args.to_vec(),

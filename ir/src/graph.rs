@@ -89,7 +89,10 @@ impl Graph {
 
     /// The output named `name`.
     pub fn output(&self, name: &str) -> Option<Value> {
-        self.outputs.iter().find(|(n, _)| n == name).map(|(_, v)| *v)
+        self.outputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| *v)
     }
 
     /// State inputs by name, in node order.

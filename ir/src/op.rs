@@ -453,7 +453,10 @@ impl Op {
             }
             Op::Binary(_) | Op::Compare(_) => {
                 if args[0].dtype != args[1].dtype || !args[0].dtype.is_computable() {
-                    return Err(format!("operands {} and {} differ in dtype", args[0], args[1]));
+                    return Err(format!(
+                        "operands {} and {} differ in dtype",
+                        args[0], args[1]
+                    ));
                 }
                 let dtype = if matches!(self, Op::Compare(_)) {
                     DType::Bool
@@ -470,7 +473,13 @@ impl Op {
                     return Err("select takes (bool, a, b) with a and b of one dtype".into());
                 }
                 let s = bcast(args[0], args[1])?;
-                let s = bcast(&Type { dtype: args[1].dtype, shape: s }, args[2])?;
+                let s = bcast(
+                    &Type {
+                        dtype: args[1].dtype,
+                        shape: s,
+                    },
+                    args[2],
+                )?;
                 Ok(Type {
                     dtype: args[1].dtype,
                     shape: s,
@@ -507,7 +516,10 @@ impl Op {
                 f32_only(1)?;
                 let w = rank(1, 1)?;
                 if w[0] != args[0].shape.last() {
-                    return Err(format!("norm weight {} does not match {}", args[1], args[0]));
+                    return Err(format!(
+                        "norm weight {} does not match {}",
+                        args[1], args[0]
+                    ));
                 }
                 Ok(args[0].clone())
             }
@@ -576,7 +588,13 @@ impl Op {
                     && *axis >= 1
                     && *axis < x.len()
                     && s[0] == x[0]
-                    && (0..x.len()).all(|i| if i == *axis { u[i] <= x[i] } else { u[i] == x[i] });
+                    && (0..x.len()).all(|i| {
+                        if i == *axis {
+                            u[i] <= x[i]
+                        } else {
+                            u[i] == x[i]
+                        }
+                    });
                 if !ok {
                     return Err(format!(
                         "cannot write {} into {} along axis {axis} at {}",

@@ -39,13 +39,14 @@ pub fn parse(text: &str) -> Result<Graph> {
             continue;
         }
         let fail = |msg: &str| err(n, line, msg);
-        if let Some(rest) = l.strip_prefix("output ").or_else(|| l.strip_prefix("state ")) {
+        if let Some(rest) = l
+            .strip_prefix("output ")
+            .or_else(|| l.strip_prefix("state "))
+        {
             let (key, val) = rest
                 .split_once(" = ")
                 .ok_or_else(|| fail("expected `NAME = vN`"))?;
-            let v = *names
-                .get(val.trim())
-                .ok_or_else(|| fail("unknown value"))?;
+            let v = *names.get(val.trim()).ok_or_else(|| fail("unknown value"))?;
             if l.starts_with("output ") {
                 g.outputs.push((key.to_string(), v));
             } else {

@@ -61,7 +61,11 @@ impl Shape {
 }
 
 fn dim_from_end(s: &Shape, k: usize) -> usize {
-    if k < s.rank() { s.0[s.rank() - 1 - k] } else { 1 }
+    if k < s.rank() {
+        s.0[s.rank() - 1 - k]
+    } else {
+        1
+    }
 }
 
 impl fmt::Display for Shape {

@@ -75,7 +75,10 @@ fn parse_err(text: &str) -> String {
 #[test]
 fn parse_errors_name_the_line() {
     let e = parse_err("graph g {\n  v0 = slot token : i32[1]\n  v1 = frobnicate v0 : i32[1]\n}\n");
-    assert_eq!(e, "line 3: unknown op `frobnicate`\n  v1 = frobnicate v0 : i32[1]");
+    assert_eq!(
+        e,
+        "line 3: unknown op `frobnicate`\n  v1 = frobnicate v0 : i32[1]"
+    );
     let e = parse_err("graph g {\n  v0 = slot token : i32[1]\n  v1 = neg v9 : f32[1]\n}\n");
     assert!(e.starts_with("line 3: unknown value `v9`"), "{e}");
     let e = parse_err("graph g {\n  v0 = slot token : x32[1]\n}\n");
@@ -95,22 +98,34 @@ fn verify_errors_name_and_print_the_node() {
         e,
         "graph `g`: v1: operand 0 must be f32, is i32[2]\n  at: v1 = neg v0 : i32[2]"
     );
-    let e = parse_err("graph g {\n  v0 = state s : f32[2,3]\n  v1 = softmax v0 axis=1 : f32[3,2]\n}\n");
+    let e =
+        parse_err("graph g {\n  v0 = state s : f32[2,3]\n  v1 = softmax v0 axis=1 : f32[3,2]\n}\n");
     assert!(e.contains("v1: result type should be f32[2,3]"), "{e}");
     let e = parse_err("graph g {\n  v0 = state s : f32[2]\n  v1 = state s : f32[2]\n}\n");
     assert!(e.contains("v1: input declared twice"), "{e}");
-    let e = parse_err("graph g {\n  v0 = state s : f32[2]\n  v1 = exp v0 : f32[2]\n  state t = v1\n}\n");
+    let e = parse_err(
+        "graph g {\n  v0 = state s : f32[2]\n  v1 = exp v0 : f32[2]\n  state t = v1\n}\n",
+    );
     assert!(e.contains("update of unknown state `t`"), "{e}");
-    let e = parse_err("graph g {\n  v0 = state s : f32[2]\n  v1 = exp v0 : f32[2]\n  output a = v1\n  output a = v0\n}\n");
+    let e = parse_err(
+        "graph g {\n  v0 = state s : f32[2]\n  v1 = exp v0 : f32[2]\n  output a = v1\n  output a = v0\n}\n",
+    );
     assert!(e.contains("output `a` is defined twice"), "{e}");
 }
 
 #[test]
 fn builder_refuses_ill_typed_nodes() {
     let mut b = poot_ir::Builder::new("g");
-    let x = b.state("x", poot_ir::Type::new(poot_ir::DType::F32, [2, 3])).unwrap();
-    let w = b.state("w", poot_ir::Type::new(poot_ir::DType::F32, [4, 5])).unwrap();
+    let x = b
+        .state("x", poot_ir::Type::new(poot_ir::DType::F32, [2, 3]))
+        .unwrap();
+    let w = b
+        .state("w", poot_ir::Type::new(poot_ir::DType::F32, [4, 5]))
+        .unwrap();
     let e = b.matmul(x, w).unwrap_err();
     assert!(matches!(e, IrError::Build { op: "matmul", .. }), "{e}");
-    assert_eq!(e.to_string(), "cannot build matmul: cannot multiply f32[2,3] by f32[4,5]^T");
+    assert_eq!(
+        e.to_string(),
+        "cannot build matmul: cannot multiply f32[2,3] by f32[4,5]^T"
+    );
 }

@@ -31,10 +31,12 @@ impl Checkpoint {
     }
     /// The checkpoint's path; panics with the fetch command when it is missing.
     pub fn path(self) -> PathBuf {
-        let dir = std::env::var_os("POOT_MODELS").map(PathBuf::from).unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_default();
-            PathBuf::from(home).join(".cache/poot/models")
-        });
+        let dir = std::env::var_os("POOT_MODELS")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                let home = std::env::var_os("HOME").unwrap_or_default();
+                PathBuf::from(home).join(".cache/poot/models")
+            });
         let p = dir.join(self.file());
         assert!(
             p.exists(),
@@ -62,6 +64,11 @@ pub fn json(rel: &str) -> serde_json::Value {
 /// The ids of a JSON array.
 pub fn ids(v: &serde_json::Value) -> Vec<u32> {
     v.as_array()
-        .map(|a| a.iter().filter_map(|x| x.as_u64()).map(|x| x as u32).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_u64())
+                .map(|x| x as u32)
+                .collect()
+        })
         .unwrap_or_default()
 }

@@ -25,7 +25,9 @@ const CHUNK: usize = 16;
 
 fn read_f32(rel: &str) -> Vec<f32> {
     let b = std::fs::read(fixture(rel)).unwrap();
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    b.chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
 
 fn tier3(c: Checkpoint) {
@@ -34,7 +36,14 @@ fn tier3(c: Checkpoint) {
     let first = read_f32(&format!("tier3/{}", fx["first_logits"].as_str().unwrap()));
     let mut oracle = Oracle::new(&model, CAP, CHUNK).unwrap();
     let cases = fx["cases"].as_array().unwrap();
-    assert!(cases.len() >= 8 && cases.iter().filter(|c| c["chat"].as_bool().unwrap()).count() >= 4);
+    assert!(
+        cases.len() >= 8
+            && cases
+                .iter()
+                .filter(|c| c["chat"].as_bool().unwrap())
+                .count()
+                >= 4
+    );
     let (mut matched, mut total) = (0, 0);
     for (i, case) in cases.iter().enumerate() {
         let prompt = ids(&case["prompt_ids"]);
@@ -47,15 +56,28 @@ fn tier3(c: Checkpoint) {
             .collect();
         oracle.reset();
         let start = std::time::Instant::now();
-        let outs = oracle.generate(&prompt, want.len(), None, &mut |_| {}).unwrap();
+        let outs = oracle
+            .generate(&prompt, want.len(), None, &mut |_| {})
+            .unwrap();
         let secs = start.elapsed().as_secs_f64();
         if i == 0 {
             let got = &outs[0].logits;
             assert_eq!(got.len(), first.len());
-            let worst = got.iter().zip(&first).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
-            println!("{}: first-step logits max |oracle - transformers| = {worst:.2e}", c.name());
+            let worst = got
+                .iter()
+                .zip(&first)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            println!(
+                "{}: first-step logits max |oracle - transformers| = {worst:.2e}",
+                c.name()
+            );
             assert!(got.iter().all(|x| x.is_finite()));
-            assert!(worst <= LOGIT_TOL, "{}: logits differ by {worst} > {LOGIT_TOL}", c.name());
+            assert!(
+                worst <= LOGIT_TOL,
+                "{}: logits differ by {worst} > {LOGIT_TOL}",
+                c.name()
+            );
         }
         let mut n = 0;
         for (j, (o, w)) in outs.iter().zip(&want).enumerate() {
@@ -68,7 +90,11 @@ fn tier3(c: Checkpoint) {
                     margins[j],
                     2.0 * LOGIT_TOL
                 );
-                println!("{} case {i}: allowed flip at step {j} (margin {})", c.name(), margins[j]);
+                println!(
+                    "{} case {i}: allowed flip at step {j} (margin {})",
+                    c.name(),
+                    margins[j]
+                );
                 break;
             }
             n += 1;
@@ -76,7 +102,11 @@ fn tier3(c: Checkpoint) {
         println!(
             "{} case {i} ({}{} prompt tokens): {n}/{} tokens match, {:.2} s",
             c.name(),
-            if case["chat"].as_bool().unwrap() { "chat, " } else { "" },
+            if case["chat"].as_bool().unwrap() {
+                "chat, "
+            } else {
+                ""
+            },
             prompt.len(),
             want.len(),
             secs

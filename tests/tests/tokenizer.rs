@@ -14,7 +14,10 @@ fn check_tokens(c: Checkpoint) {
     let codec = model.codec.as_ref().expect("GGUF has a tokenizer");
     let fx = json(&format!("tokenizer/{}.json", c.name()));
     assert_eq!(codec.eos, fx["eos_id"].as_u64().map(|x| x as u32));
-    assert_eq!(codec.vocab_size(), fx["vocab_size"].as_u64().unwrap() as usize);
+    assert_eq!(
+        codec.vocab_size(),
+        fx["vocab_size"].as_u64().unwrap() as usize
+    );
     let cases = fx["cases"].as_array().unwrap();
     assert!(cases.len() >= 25);
     for case in cases {
@@ -24,7 +27,12 @@ fn check_tokens(c: Checkpoint) {
         let got = codec.encode(text).unwrap();
         assert_eq!(got, want, "{}: {text:?}", c.name());
         if own.is_none() {
-            assert_eq!(codec.decode(&got).unwrap(), text, "{}: decode of {text:?}", c.name());
+            assert_eq!(
+                codec.decode(&got).unwrap(),
+                text,
+                "{}: decode of {text:?}",
+                c.name()
+            );
         }
     }
 }
@@ -40,8 +48,18 @@ fn check_prompts(c: Checkpoint) {
         } else {
             prompt.to_string()
         };
-        assert_eq!(text, case["rendered"].as_str().unwrap(), "{}: rendered {prompt:?}", c.name());
-        assert_eq!(codec.encode(&text).unwrap(), ids(&case["prompt_ids"]), "{}: {prompt:?}", c.name());
+        assert_eq!(
+            text,
+            case["rendered"].as_str().unwrap(),
+            "{}: rendered {prompt:?}",
+            c.name()
+        );
+        assert_eq!(
+            codec.encode(&text).unwrap(),
+            ids(&case["prompt_ids"]),
+            "{}: {prompt:?}",
+            c.name()
+        );
     }
 }
 

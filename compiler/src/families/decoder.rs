@@ -47,7 +47,11 @@ impl StepShape {
     }
     /// The step's graph name, `llama.decode.r1.c256` or `llama.prefill16.r1.c256`.
     pub fn name(&self, family: &str) -> String {
-        let kind = if self.tokens == 1 { "decode".to_string() } else { format!("prefill{}", self.tokens) };
+        let kind = if self.tokens == 1 {
+            "decode".to_string()
+        } else {
+            format!("prefill{}", self.tokens)
+        };
         format!("{family}.{kind}.r{}.c{}", self.rows, self.cap)
     }
 }
@@ -60,12 +64,12 @@ pub fn cache_names(l: usize) -> (String, String) {
 /// Traces one step of `model`.
 pub fn trace(model: &Model, step: StepShape) -> Result<Graph> {
     let ty = |r: WeightRole| {
-        model.weight_type(r).ok_or_else(|| {
-            crate::CompileError::MissingTensor {
+        model
+            .weight_type(r)
+            .ok_or_else(|| crate::CompileError::MissingTensor {
                 path: model.path.clone(),
                 tensor: poot_ir::role_text(r),
-            }
-        })
+            })
     };
     trace_spec(&model.spec, &ty, step)
 }
@@ -76,7 +80,12 @@ pub fn trace_spec(
     ty: &dyn Fn(WeightRole) -> Result<Type>,
     step: StepShape,
 ) -> Result<Graph> {
-    let StepShape { rows: r, tokens: t, cap: c, .. } = step;
+    let StepShape {
+        rows: r,
+        tokens: t,
+        cap: c,
+        ..
+    } = step;
     let (h, g, hd, d) = (spec.n_heads, spec.n_kv_heads, spec.head_dim, spec.d_model);
     let mut b = Builder::new(step.name(spec.family.name()));
     let w = |b: &mut Builder, kind, layer: Option<usize>| -> Result<Value> {
@@ -121,8 +130,20 @@ pub fn trace_spec(
         let q = proj(&mut b, RoleKind::AttnQ, RoleKind::AttnQBias, h)?;
         let k = proj(&mut b, RoleKind::AttnK, RoleKind::AttnKBias, g)?;
         let v = proj(&mut b, RoleKind::AttnV, RoleKind::AttnVBias, g)?;
-        let q = b.rope(q, positions, spec.rope_layout, spec.rope_base, spec.rope_dims)?;
-        let k = b.rope(k, positions, spec.rope_layout, spec.rope_base, spec.rope_dims)?;
+        let q = b.rope(
+            q,
+            positions,
+            spec.rope_layout,
+            spec.rope_base,
+            spec.rope_dims,
+        )?;
+        let k = b.rope(
+            k,
+            positions,
+            spec.rope_layout,
+            spec.rope_base,
+            spec.rope_dims,
+        )?;
         let kc = b.dynamic_update_slice(kc, k, pos, 1)?;
         let vc = b.dynamic_update_slice(vc, v, pos, 1)?;
         b.update_state(kn, kc);
@@ -167,7 +188,11 @@ pub fn trace_spec(
             b.gather(flat, idx)?
         }
     };
-    let head = if spec.tied_embeddings { embd } else { w(&mut b, RoleKind::Output, None)? };
+    let head = if spec.tied_embeddings {
+        embd
+    } else {
+        w(&mut b, RoleKind::Output, None)?
+    };
     let logits = b.matmul(last, head)?;
     b.output("logits", logits);
     if step.greedy {

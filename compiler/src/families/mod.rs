@@ -98,9 +98,15 @@ pub struct Model {
 /// Every role a spec's trace reads, with its expected shape (outermost first).
 pub fn roles(spec: &ModelSpec) -> Vec<(WeightRole, Vec<usize>)> {
     let (d, f, v) = (spec.d_model, spec.d_ff, spec.vocab);
-    let (q, kv) = (spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim);
+    let (q, kv) = (
+        spec.n_heads * spec.head_dim,
+        spec.n_kv_heads * spec.head_dim,
+    );
     let g = |kind| WeightRole { kind, layer: None };
-    let mut out = vec![(g(RoleKind::TokenEmbd), vec![v, d]), (g(RoleKind::OutputNorm), vec![d])];
+    let mut out = vec![
+        (g(RoleKind::TokenEmbd), vec![v, d]),
+        (g(RoleKind::OutputNorm), vec![d]),
+    ];
     if !spec.tied_embeddings {
         out.push((g(RoleKind::Output), vec![v, d]));
     }
@@ -171,7 +177,11 @@ impl Model {
     /// Loads a GGUF file, or a folder / `.safetensors` file with `config.json` beside it.
     pub fn load(path: &Path) -> Result<Model> {
         let is_gguf = path.extension().is_some_and(|e| e == "gguf");
-        if is_gguf { Model::from_gguf(Gguf::open(path)?) } else { Model::from_hf(path) }
+        if is_gguf {
+            Model::from_gguf(Gguf::open(path)?)
+        } else {
+            Model::from_hf(path)
+        }
     }
 
     /// A model over a parsed GGUF file.
@@ -195,7 +205,9 @@ impl Model {
             d_model,
             d_ff: g.uint(&key("feed_forward_length"))? as usize,
             n_heads,
-            n_kv_heads: g.uint(&key("attention.head_count_kv")).unwrap_or(n_heads as u64) as usize,
+            n_kv_heads: g
+                .uint(&key("attention.head_count_kv"))
+                .unwrap_or(n_heads as u64) as usize,
             head_dim,
             vocab,
             context: g.uint(&key("context_length"))? as usize,
@@ -205,7 +217,9 @@ impl Model {
                 Family::Llama => RopeLayout::Pairs,
                 Family::Qwen2 => RopeLayout::Halves,
             },
-            rope_dims: g.uint(&key("rope.dimension_count")).unwrap_or(head_dim as u64) as usize,
+            rope_dims: g
+                .uint(&key("rope.dimension_count"))
+                .unwrap_or(head_dim as u64) as usize,
             norm_eps: g.float(&key("attention.layer_norm_rms_epsilon"))? as f32,
             tied_embeddings: g.store.info("output.weight").is_none(),
         };
@@ -218,8 +232,16 @@ impl Model {
 
     /// A model from Hugging Face files: `config.json`, `model.safetensors`, `tokenizer.json`.
     pub fn from_hf(path: &Path) -> Result<Model> {
-        let dir = if path.is_dir() { path } else { path.parent().unwrap_or(Path::new(".")) };
-        let file = if path.is_dir() { dir.join("model.safetensors") } else { path.to_path_buf() };
+        let dir = if path.is_dir() {
+            path
+        } else {
+            path.parent().unwrap_or(Path::new("."))
+        };
+        let file = if path.is_dir() {
+            dir.join("model.safetensors")
+        } else {
+            path.to_path_buf()
+        };
         let cfg_path = dir.join("config.json");
         let text = std::fs::read_to_string(&cfg_path).map_err(|source| CompileError::Io {
             path: cfg_path.clone(),
@@ -232,7 +254,11 @@ impl Model {
             ..spec
         };
         let tok = dir.join("tokenizer.json");
-        let codec = if tok.exists() { Some(TextCodec::from_files(dir)?) } else { None };
+        let codec = if tok.exists() {
+            Some(TextCodec::from_files(dir)?)
+        } else {
+            None
+        };
         Model::bind(file, spec, store, hf_name, codec)
     }
 
@@ -247,10 +273,12 @@ impl Model {
         let mut map = BTreeMap::new();
         for (role, expected) in roles(&spec) {
             let tensor = name(role);
-            let info = store.info(&tensor).ok_or_else(|| CompileError::MissingTensor {
-                path: path.clone(),
-                tensor: tensor.clone(),
-            })?;
+            let info = store
+                .info(&tensor)
+                .ok_or_else(|| CompileError::MissingTensor {
+                    path: path.clone(),
+                    tensor: tensor.clone(),
+                })?;
             if info.dims != expected {
                 return Err(CompileError::TensorShape {
                     path: path.clone(),
@@ -313,11 +341,14 @@ fn spec_from_config(path: &Path, text: &str) -> Result<ModelSpec> {
         format: "config.json",
         detail: e.to_string(),
     })?;
-    let family = Family::from_arch(&c.model_type).ok_or_else(|| CompileError::UnknownArchitecture {
-        path: path.to_path_buf(),
-        arch: c.model_type.clone(),
-    })?;
-    let head_dim = c.head_dim.unwrap_or(c.hidden_size / c.num_attention_heads.max(1));
+    let family =
+        Family::from_arch(&c.model_type).ok_or_else(|| CompileError::UnknownArchitecture {
+            path: path.to_path_buf(),
+            arch: c.model_type.clone(),
+        })?;
+    let head_dim = c
+        .head_dim
+        .unwrap_or(c.hidden_size / c.num_attention_heads.max(1));
     Ok(ModelSpec {
         family,
         n_layers: c.num_hidden_layers,

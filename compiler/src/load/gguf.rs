@@ -172,7 +172,10 @@ impl Gguf {
             return Err(CompileError::BadFormat {
                 path: path.to_path_buf(),
                 format: "GGUF",
-                detail: format!("magic is {:?}, expected \"GGUF\"", String::from_utf8_lossy(magic)),
+                detail: format!(
+                    "magic is {:?}, expected \"GGUF\"",
+                    String::from_utf8_lossy(magic)
+                ),
             });
         }
         let version = r.u32("version")?;

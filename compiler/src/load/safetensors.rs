@@ -85,7 +85,10 @@ fn parse(path: &Path, backing: Backing) -> Result<WeightStore> {
             )));
         }
         if data + hi > b.len() {
-            return Err(trunc(&format!("data of tensor `{name}`"), (data + hi) as u64));
+            return Err(trunc(
+                &format!("data of tensor `{name}`"),
+                (data + hi) as u64,
+            ));
         }
         let info = TensorInfo {
             dtype,

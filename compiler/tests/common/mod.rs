@@ -6,7 +6,11 @@ use poot_ir::{DType, Graph, SlotKind};
 use std::collections::HashMap;
 
 /// Random slots and state for one step of `g` over a vocabulary of `vocab`.
-pub fn random_step(g: &Graph, vocab: usize, seed: u64) -> (HashMap<SlotKind, Tensor>, HashMap<String, Tensor>) {
+pub fn random_step(
+    g: &Graph,
+    vocab: usize,
+    seed: u64,
+) -> (HashMap<SlotKind, Tensor>, HashMap<String, Tensor>) {
     let mut rng = Rng::new(seed);
     let mut slots = HashMap::new();
     let (mut t, mut cap) = (1, 1);

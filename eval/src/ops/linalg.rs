@@ -24,19 +24,17 @@ pub fn matmul(x: &Tensor, w: &WeightView<'_>, ty: &Type) -> Result<Tensor> {
     let (n, k) = (w.dims[0], w.dims[1]);
     let m = xv.len() / k;
     let mut yt = vec![0f32; n * m];
-    yt.par_chunks_mut(m * 64)
-        .enumerate()
-        .for_each_init(
-            || vec![0f32; k],
-            |buf, (blk, out)| {
-                for (i, col) in out.chunks_mut(m).enumerate() {
-                    dequantize(w.dtype, row(w, blk * 64 + i), buf);
-                    for (r, y) in col.iter_mut().enumerate() {
-                        *y = dot(&xv[r * k..(r + 1) * k], buf);
-                    }
+    yt.par_chunks_mut(m * 64).enumerate().for_each_init(
+        || vec![0f32; k],
+        |buf, (blk, out)| {
+            for (i, col) in out.chunks_mut(m).enumerate() {
+                dequantize(w.dtype, row(w, blk * 64 + i), buf);
+                for (r, y) in col.iter_mut().enumerate() {
+                    *y = dot(&xv[r * k..(r + 1) * k], buf);
                 }
-            },
-        );
+            }
+        },
+    );
     let mut y = vec![0f32; n * m];
     for (j, col) in yt.chunks(m).enumerate() {
         for (r, v) in col.iter().enumerate() {
@@ -51,7 +49,9 @@ pub fn matmul(x: &Tensor, w: &WeightView<'_>, ty: &Type) -> Result<Tensor> {
 
 /// Rows of `table [v, d]` at `ids`, dequantized.
 pub fn gather(table: &WeightView<'_>, ids: &Tensor, ty: &Type) -> Result<Tensor> {
-    let ids = ids.as_i32().ok_or_else(|| EvalError::dtype("gather", ids))?;
+    let ids = ids
+        .as_i32()
+        .ok_or_else(|| EvalError::dtype("gather", ids))?;
     let (v, d) = (table.dims[0], table.dims[1]);
     let mut out = vec![0f32; ids.len() * d];
     for (i, (&id, o)) in ids.iter().zip(out.chunks_mut(d)).enumerate() {
@@ -70,8 +70,12 @@ pub fn gather(table: &WeightView<'_>, ids: &Tensor, ty: &Type) -> Result<Tensor>
 
 /// Rows of a computed f32 `table [v, d]` at `ids`.
 pub fn gather_rows(table: &Tensor, ids: &Tensor, ty: &Type) -> Result<Tensor> {
-    let tv = table.as_f32().ok_or_else(|| EvalError::dtype("gather", table))?;
-    let ids = ids.as_i32().ok_or_else(|| EvalError::dtype("gather", ids))?;
+    let tv = table
+        .as_f32()
+        .ok_or_else(|| EvalError::dtype("gather", table))?;
+    let ids = ids
+        .as_i32()
+        .ok_or_else(|| EvalError::dtype("gather", ids))?;
     let (v, d) = (table.shape().dims()[0], table.shape().dims()[1]);
     let mut out = Vec::with_capacity(ids.len() * d);
     for (i, &id) in ids.iter().enumerate() {

@@ -62,7 +62,13 @@ pub fn softmax(x: &Tensor, axis: usize) -> Result<Tensor> {
 }
 
 /// Rotary embedding of `x [r, t, h, d]` at `pos [r, t]`.
-pub fn rope(x: &Tensor, pos: &Tensor, layout: RopeLayout, base: f32, dims: usize) -> Result<Tensor> {
+pub fn rope(
+    x: &Tensor,
+    pos: &Tensor,
+    layout: RopeLayout,
+    base: f32,
+    dims: usize,
+) -> Result<Tensor> {
     let xv = f32s(x, "rope")?;
     let pv = pos.as_i32().ok_or_else(|| EvalError::dtype("rope", pos))?;
     let d = x.shape().dims()[3];
@@ -111,7 +117,11 @@ pub fn reduce(op: ReduceOp, x: &Tensor, axis: usize, ty: &Type) -> Result<Tensor
             y.push(match op {
                 ReduceOp::Sum => it.fold(0.0, |a, b| a + b),
                 ReduceOp::Max => it.fold(f32::NEG_INFINITY, |a, b| {
-                    if a.is_nan() || b.is_nan() { f32::NAN } else { a.max(b) }
+                    if a.is_nan() || b.is_nan() {
+                        f32::NAN
+                    } else {
+                        a.max(b)
+                    }
                 }),
             });
         }
