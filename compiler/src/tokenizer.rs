@@ -170,6 +170,11 @@ impl TextCodec {
         self.tokenizer.decode(ids, false).map_err(tok_err)
     }
 
+    /// The tokenizer as Hugging Face `tokenizer.json` text (what a bundle embeds).
+    pub fn tokenizer_json(&self) -> Result<String> {
+        self.tokenizer.to_string(false).map_err(tok_err)
+    }
+
     /// Vocabulary size including added tokens.
     pub fn vocab_size(&self) -> usize {
         self.tokenizer.get_vocab_size(true)

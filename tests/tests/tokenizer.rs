@@ -7,6 +7,7 @@
 //! `ids_own` (made by the same script with those steps restored) is the expectation.
 
 use poot_compiler::families::Model;
+use poot_compiler::tokenizer::TextCodec;
 use poot_tests::{Checkpoint, ids, json};
 
 fn check_tokens(c: Checkpoint) {
@@ -81,4 +82,47 @@ fn smollm2_chat_template_matches_reference() {
 #[test]
 fn qwen05_chat_template_matches_reference() {
     check_prompts(Checkpoint::Qwen05);
+}
+
+/// The codec built from a GGUF, saved as `tokenizer.json` + `tokenizer_config.json` and
+/// loaded back through the Hugging Face file path, encodes and renders exactly the same.
+fn check_files_path(c: Checkpoint) {
+    let model = Model::load(&c.path()).unwrap();
+    let codec = model.codec.as_ref().unwrap();
+    let dir = std::env::temp_dir().join(format!("poot-tok-{}-{}", c.name(), std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("tokenizer.json"), codec.tokenizer_json().unwrap()).unwrap();
+    let name = |id: Option<u32>| codec.decode(&[id.unwrap()]).unwrap();
+    let cfg = serde_json::json!({
+        "bos_token": name(codec.bos),
+        "eos_token": {"content": name(codec.eos)},
+        "chat_template": codec.template,
+    });
+    std::fs::write(dir.join("tokenizer_config.json"), cfg.to_string()).unwrap();
+    let back = TextCodec::from_files(&dir).unwrap();
+    assert_eq!((back.bos, back.eos), (codec.bos, codec.eos));
+    for case in json(&format!("tokenizer/{}.json", c.name()))["cases"]
+        .as_array()
+        .unwrap()
+    {
+        let text = case["text"].as_str().unwrap();
+        assert_eq!(
+            back.encode(text).unwrap(),
+            codec.encode(text).unwrap(),
+            "{text:?}"
+        );
+    }
+    let q = "Explain what a GPU is in one sentence.";
+    assert_eq!(back.render_chat(q).unwrap(), codec.render_chat(q).unwrap());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn smollm2_tokenizer_json_round_trips() {
+    check_files_path(Checkpoint::SmolLm2);
+}
+
+#[test]
+fn qwen05_tokenizer_json_round_trips() {
+    check_files_path(Checkpoint::Qwen05);
 }
