@@ -1,0 +1,196 @@
+//! Kernels: parameters, shared memory, and a structured SSA body.
+//!
+//! Invariants (checked by `verify`): every value is defined once, before its uses, in an
+//! enclosing block; `if` and `for` are the only control flow and pass values out only through
+//! their `results` (a `for`'s carried values enter as block parameters and leave as results);
+//! loads and stores index whole elements of their buffer, and a vector access of `n` lanes
+//! reads `n` consecutive elements; `trap` ends the whole dispatch with its code.
+
+use crate::types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
+use cranelift_entity::{PrimaryMap, entity_impl};
+use serde::{Deserialize, Serialize};
+
+/// An SSA value. Prints as `%12`.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Val(u32);
+entity_impl!(Val, "%");
+
+/// How a kernel uses a buffer parameter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Access {
+    /// Only loaded.
+    Read,
+    /// Only stored (or atomically updated).
+    Write,
+    /// Loaded and stored.
+    ReadWrite,
+}
+
+/// A buffer parameter: one binding of the dispatch, an array of 32-bit elements.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Param {
+    /// A name for diagnostics (`x`, `w`, `out`).
+    pub name: String,
+    /// Element type (`f32`, `i32` or `u32`).
+    pub elem: Scalar,
+    /// How the kernel uses it.
+    pub access: Access,
+}
+
+/// A work-group shared array.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SharedArray {
+    /// Element type.
+    pub elem: Scalar,
+    /// Elements.
+    pub len: u32,
+}
+
+/// Memory a load or store addresses.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Mem {
+    /// Buffer parameter `i`.
+    Param(u32),
+    /// Shared array `i`.
+    Shared(u32),
+}
+
+/// A pure computation defining one value.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Expr {
+    /// A constant.
+    Const(Const),
+    /// A thread coordinate (`u32`).
+    Special(Special),
+    /// Unary operator.
+    Unary(UnOp, Val),
+    /// Binary operator.
+    Binary(BinOp, Val, Val),
+    /// `a * b + c` rounded once (f32).
+    Fma(Val, Val, Val),
+    /// Comparison.
+    Cmp(CmpOp, Val, Val),
+    /// `a` where `cond`, else `b`.
+    Select(Val, Val, Val),
+    /// Numeric conversion (f32 -> integer truncates toward zero and saturates).
+    Convert(Val, Scalar),
+    /// Reinterpretation of the bits.
+    Bitcast(Val, Scalar),
+    /// The f16 in the low (`high = false`) or high half of a `u32`, as f32.
+    HalfToF32(Val, bool),
+    /// The bf16 in the low or high half of a `u32`, as f32.
+    Bf16ToF32(Val, bool),
+    /// `lanes` consecutive elements at `index` (element units).
+    Load(Mem, Val, u8),
+    /// One lane of a vector.
+    Extract(Val, u8),
+    /// The reduction of a value over the subgroup, in every lane.
+    SubgroupReduce(ReduceOp, Val),
+    /// The value of lane `lane ^ mask`.
+    ShuffleXor(Val, u32),
+}
+
+/// A loop-carried value: a block parameter of the loop body, initialised from `init`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Carried {
+    /// The value inside the body.
+    pub param: Val,
+    /// Its value on entry.
+    pub init: Val,
+}
+
+/// A statement.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Inst {
+    /// Defines a value.
+    Let(Val, Expr),
+    /// Stores `value` (1, 2 or 4 lanes) at `index`.
+    Store {
+        /// Destination.
+        mem: Mem,
+        /// Element index.
+        index: Val,
+        /// Stored value.
+        value: Val,
+    },
+    /// Atomically combines `value` into the element at `index`.
+    Atomic {
+        /// Combining operator.
+        op: ReduceOp,
+        /// Destination.
+        mem: Mem,
+        /// Element index.
+        index: Val,
+        /// Operand.
+        value: Val,
+    },
+    /// Work-group barrier with shared- and global-memory ordering.
+    Barrier,
+    /// Structured conditional; `results` take `then_yield` or `else_yield`.
+    If {
+        /// Condition (bool).
+        cond: Val,
+        /// Taken when true.
+        then: Vec<Inst>,
+        /// Values the true branch yields.
+        then_yield: Vec<Val>,
+        /// Taken when false.
+        els: Vec<Inst>,
+        /// Values the false branch yields.
+        else_yield: Vec<Val>,
+        /// Values defined by the `if`.
+        results: Vec<Val>,
+    },
+    /// `for var in (start..end).step_by(step)` over `u32`; `results` are the carried values
+    /// after the last iteration (their `init` if none ran).
+    For {
+        /// Induction variable.
+        var: Val,
+        /// First value.
+        start: Val,
+        /// Exclusive bound.
+        end: Val,
+        /// Increment (non-zero).
+        step: u32,
+        /// Loop-carried values.
+        carried: Vec<Carried>,
+        /// The body.
+        body: Vec<Inst>,
+        /// New values of the carried values at the end of the body.
+        yields: Vec<Val>,
+        /// Values defined by the loop.
+        results: Vec<Val>,
+    },
+    /// Ends the dispatch with a fault code (a failed kernel check).
+    Trap(u32),
+}
+
+/// A kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Kernel {
+    /// Unique name within a bundle target (also the PTX entry name).
+    pub name: String,
+    /// Buffer parameters, in binding order.
+    pub params: Vec<Param>,
+    /// Shared arrays.
+    pub shared: Vec<SharedArray>,
+    /// Work-group size.
+    pub workgroup: [u32; 3],
+    /// The subgroup width the kernel's subgroup operations assume (1 when it uses none).
+    pub subgroup: u32,
+    /// The type of every value.
+    pub types: PrimaryMap<Val, Ty>,
+    /// The body.
+    pub body: Vec<Inst>,
+}
+
+impl Kernel {
+    /// Threads per work-group.
+    pub fn threads(&self) -> u32 {
+        self.workgroup.iter().product()
+    }
+    /// Bytes of shared memory.
+    pub fn shared_bytes(&self) -> u32 {
+        self.shared.iter().map(|s| 4 * s.len).sum()
+    }
+}

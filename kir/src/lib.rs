@@ -1,0 +1,25 @@
+//! poot-kir: the target-neutral kernel IR every renderer and the reference device consume.
+//!
+//! Design invariants:
+//! - A kernel is structured (`if`, `for`; no gotos) and SSA: values are typed handles
+//!   (`Val`, printed `%3`) defined once; loops carry values explicitly.
+//! - It is explicit about what GPUs care about: work-group size, the subgroup width its
+//!   subgroup operations assume, shared arrays, the lane count of every load and store,
+//!   barriers, atomics and `trap(code)`.
+//! - Buffers are arrays of 32-bit elements bound in parameter order; every shape is baked
+//!   into the kernel, and anything that changes per step is loaded from a slot buffer.
+//! - Kernels serialize (serde), so a bundle's reference target carries them as they are.
+
+#![deny(missing_docs)]
+
+mod builder;
+mod kernel;
+mod print;
+mod types;
+mod verify;
+
+pub use builder::KernelBuilder;
+pub use kernel::{Access, Carried, Expr, Inst, Kernel, Mem, Param, SharedArray, Val};
+pub use print::print;
+pub use types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
+pub use verify::{VerifyError, verify};

@@ -1,0 +1,152 @@
+//! The text form of a kernel, for snapshots and error messages.
+
+use crate::kernel::{Access, Expr, Inst, Kernel, Mem};
+use std::fmt::Write;
+
+fn mem(m: Mem) -> String {
+    match m {
+        Mem::Param(i) => format!("p{i}"),
+        Mem::Shared(i) => format!("s{i}"),
+    }
+}
+
+fn list(vs: &[crate::Val]) -> String {
+    vs.iter()
+        .map(|v| v.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn expr(e: &Expr) -> String {
+    match e {
+        Expr::Const(c) => format!("const {c}"),
+        Expr::Special(s) => s.name().to_string(),
+        Expr::Unary(op, a) => format!("{} {a}", op.name()),
+        Expr::Binary(op, a, b) => format!("{} {a}, {b}", op.name()),
+        Expr::Fma(a, b, c) => format!("fma {a}, {b}, {c}"),
+        Expr::Cmp(op, a, b) => format!("{} {a}, {b}", op.name()),
+        Expr::Select(c, a, b) => format!("select {c}, {a}, {b}"),
+        Expr::Convert(a, s) => format!("convert {a} to {s}"),
+        Expr::Bitcast(a, s) => format!("bitcast {a} to {s}"),
+        Expr::HalfToF32(a, hi) => format!("f16_to_f32 {a}{}", if *hi { " high" } else { "" }),
+        Expr::Bf16ToF32(a, hi) => format!("bf16_to_f32 {a}{}", if *hi { " high" } else { "" }),
+        Expr::Load(m, i, n) => format!("load {}[{i}] x{n}", mem(*m)),
+        Expr::Extract(v, l) => format!("extract {v}.{l}"),
+        Expr::SubgroupReduce(op, a) => format!("subgroup_{} {a}", op.name()),
+        Expr::ShuffleXor(a, m) => format!("shuffle_xor {a}, {m}"),
+    }
+}
+
+fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
+    let pad = "  ".repeat(depth);
+    for i in insts {
+        match i {
+            Inst::Let(v, e) => writeln!(out, "{pad}{v} = {} : {}", expr(e), k.types[*v]),
+            Inst::Store {
+                mem: m,
+                index,
+                value,
+            } => writeln!(out, "{pad}store {}[{index}] = {value}", mem(*m)),
+            Inst::Atomic {
+                op,
+                mem: m,
+                index,
+                value,
+            } => {
+                writeln!(
+                    out,
+                    "{pad}atomic_{} {}[{index}], {value}",
+                    op.name(),
+                    mem(*m)
+                )
+            }
+            Inst::Barrier => writeln!(out, "{pad}barrier"),
+            Inst::Trap(c) => writeln!(out, "{pad}trap {c}"),
+            Inst::If {
+                cond,
+                then,
+                then_yield,
+                els,
+                else_yield,
+                results,
+            } => {
+                let res = if results.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} = ", list(results))
+                };
+                writeln!(out, "{pad}{res}if {cond} {{").ok();
+                block(k, then, depth + 1, out);
+                if !then_yield.is_empty() {
+                    writeln!(out, "{pad}  yield {}", list(then_yield)).ok();
+                }
+                if !els.is_empty() || !else_yield.is_empty() {
+                    writeln!(out, "{pad}}} else {{").ok();
+                    block(k, els, depth + 1, out);
+                    if !else_yield.is_empty() {
+                        writeln!(out, "{pad}  yield {}", list(else_yield)).ok();
+                    }
+                }
+                writeln!(out, "{pad}}}")
+            }
+            Inst::For {
+                var,
+                start,
+                end,
+                step,
+                carried,
+                body,
+                yields,
+                results,
+            } => {
+                let res = if results.is_empty() {
+                    String::new()
+                } else {
+                    format!("{} = ", list(results))
+                };
+                let carry: Vec<String> = carried
+                    .iter()
+                    .map(|c| format!("{} = {}", c.param, c.init))
+                    .collect();
+                let carry = if carry.is_empty() {
+                    String::new()
+                } else {
+                    format!(" carry({})", carry.join(", "))
+                };
+                writeln!(
+                    out,
+                    "{pad}{res}for {var} = {start} to {end} step {step}{carry} {{"
+                )
+                .ok();
+                block(k, body, depth + 1, out);
+                if !yields.is_empty() {
+                    writeln!(out, "{pad}  yield {}", list(yields)).ok();
+                }
+                writeln!(out, "{pad}}}")
+            }
+        }
+        .ok();
+    }
+}
+
+/// The kernel in text form.
+pub fn print(k: &Kernel) -> String {
+    let mut s = format!(
+        "kernel {} workgroup={:?} subgroup={} {{\n",
+        k.name, k.workgroup, k.subgroup
+    );
+    for (i, p) in k.params.iter().enumerate() {
+        let access = match p.access {
+            Access::Read => "read",
+            Access::Write => "write",
+            Access::ReadWrite => "read_write",
+        };
+        writeln!(s, "  param p{i} {}: {} {access}", p.name, p.elem).ok();
+    }
+    for (i, a) in k.shared.iter().enumerate() {
+        writeln!(s, "  shared s{i}: {}[{}]", a.elem, a.len).ok();
+    }
+    block(k, &k.body, 1, &mut s);
+    s.push_str("}\n");
+    s
+}

@@ -1,0 +1,315 @@
+//! The kernel verifier: scoping, typing and memory rules (see `kernel`'s invariants).
+
+use crate::kernel::{Access, Expr, Inst, Kernel, Mem, Val};
+use crate::types::{BinOp, Scalar, Ty, UnOp};
+use std::collections::HashSet;
+
+/// A broken rule, naming the kernel and the value or statement.
+#[derive(Debug, thiserror::Error, PartialEq)]
+#[error("kernel `{kernel}`: {msg}")]
+pub struct VerifyError {
+    /// The kernel.
+    pub kernel: String,
+    /// What is wrong.
+    pub msg: String,
+}
+
+struct Ctx<'a> {
+    k: &'a Kernel,
+    scopes: Vec<HashSet<Val>>,
+    defined: HashSet<Val>,
+}
+
+impl Ctx<'_> {
+    fn err(&self, msg: String) -> VerifyError {
+        VerifyError {
+            kernel: self.k.name.clone(),
+            msg,
+        }
+    }
+    fn visible(&self, v: Val) -> Result<Ty, VerifyError> {
+        if !self.scopes.iter().any(|s| s.contains(&v)) {
+            return Err(self.err(format!("{v} is used where it is not defined")));
+        }
+        Ok(self.k.types[v])
+    }
+    fn define(&mut self, v: Val) -> Result<(), VerifyError> {
+        if !self.k.types.is_valid(v) || !self.defined.insert(v) {
+            return Err(self.err(format!("{v} is defined twice or has no type")));
+        }
+        if let Some(s) = self.scopes.last_mut() {
+            s.insert(v);
+        }
+        Ok(())
+    }
+    fn mem(&self, m: Mem, store: bool) -> Result<Scalar, VerifyError> {
+        match m {
+            Mem::Param(i) => {
+                let p = self
+                    .k
+                    .params
+                    .get(i as usize)
+                    .ok_or_else(|| self.err(format!("no param {i}")))?;
+                let ok = match p.access {
+                    Access::Read => !store,
+                    Access::Write => store,
+                    Access::ReadWrite => true,
+                };
+                if !ok {
+                    return Err(self.err(format!(
+                        "param {i} ({}) is not {}",
+                        p.name,
+                        if store { "writable" } else { "readable" }
+                    )));
+                }
+                Ok(p.elem)
+            }
+            Mem::Shared(i) => self
+                .k
+                .shared
+                .get(i as usize)
+                .map(|s| s.elem)
+                .ok_or_else(|| self.err(format!("no shared array {i}"))),
+        }
+    }
+    fn u32_index(&self, v: Val) -> Result<(), VerifyError> {
+        if self.visible(v)? != Ty::U32 {
+            return Err(self.err(format!("index {v} is not u32")));
+        }
+        Ok(())
+    }
+    fn block(&mut self, insts: &[Inst], pre: &[Val]) -> Result<(), VerifyError> {
+        self.scopes.push(HashSet::new());
+        for &p in pre {
+            self.define(p)?;
+        }
+        for i in insts {
+            self.inst(i)?;
+        }
+        Ok(())
+    }
+    fn end_block(&mut self, yields: &[Val]) -> Result<Vec<Ty>, VerifyError> {
+        let tys = yields
+            .iter()
+            .map(|v| self.visible(*v))
+            .collect::<Result<Vec<_>, _>>();
+        self.scopes.pop();
+        tys
+    }
+    fn inst(&mut self, i: &Inst) -> Result<(), VerifyError> {
+        match i {
+            Inst::Let(v, e) => {
+                let ty = self.expr(e)?;
+                if ty != self.k.types[*v] {
+                    return Err(self.err(format!(
+                        "{v} is declared {} but computes {ty}",
+                        self.k.types[*v]
+                    )));
+                }
+                self.define(*v)
+            }
+            Inst::Store { mem, index, value }
+            | Inst::Atomic {
+                mem, index, value, ..
+            } => {
+                let elem = self.mem(*mem, true)?;
+                self.u32_index(*index)?;
+                let t = self.visible(*value)?;
+                let lanes_ok = matches!(i, Inst::Store { .. }) || t.lanes == 1;
+                if t.scalar != elem || !lanes_ok {
+                    return Err(self.err(format!("cannot store {t} ({value}) into {elem} memory")));
+                }
+                Ok(())
+            }
+            Inst::Barrier => Ok(()),
+            Inst::Trap(_) => Ok(()),
+            Inst::If {
+                cond,
+                then,
+                then_yield,
+                els,
+                else_yield,
+                results,
+            } => {
+                if self.visible(*cond)? != Ty::BOOL {
+                    return Err(self.err(format!("if condition {cond} is not bool")));
+                }
+                self.block(then, &[])?;
+                let a = self.end_block(then_yield)?;
+                self.block(els, &[])?;
+                let b = self.end_block(else_yield)?;
+                let r: Vec<Ty> = results.iter().map(|v| self.k.types[*v]).collect();
+                if a != b || a != r {
+                    return Err(self.err(format!("if yields {a:?} / {b:?} for results {r:?}")));
+                }
+                results.iter().try_for_each(|v| self.define(*v))
+            }
+            Inst::For {
+                var,
+                start,
+                end,
+                step,
+                carried,
+                body,
+                yields,
+                results,
+            } => {
+                self.u32_index(*start)?;
+                self.u32_index(*end)?;
+                if *step == 0 {
+                    return Err(self.err("loop step is 0".into()));
+                }
+                let init: Vec<Ty> = carried
+                    .iter()
+                    .map(|c| self.visible(c.init))
+                    .collect::<Result<_, _>>()?;
+                let params: Vec<Val> = std::iter::once(*var)
+                    .chain(carried.iter().map(|c| c.param))
+                    .collect();
+                self.block(body, &params)?;
+                let y = self.end_block(yields)?;
+                let p: Vec<Ty> = carried.iter().map(|c| self.k.types[c.param]).collect();
+                let r: Vec<Ty> = results.iter().map(|v| self.k.types[*v]).collect();
+                if init != p || y != p || r != p || self.k.types[*var] != Ty::U32 {
+                    return Err(self.err(format!(
+                        "loop carries {p:?} but starts {init:?}, yields {y:?}, results {r:?}"
+                    )));
+                }
+                results.iter().try_for_each(|v| self.define(*v))
+            }
+        }
+    }
+    fn expr(&self, e: &Expr) -> Result<Ty, VerifyError> {
+        let same = |a: Val, b: Val| -> Result<Ty, VerifyError> {
+            let (ta, tb) = (self.visible(a)?, self.visible(b)?);
+            if ta != tb {
+                return Err(self.err(format!("operands {a}: {ta} and {b}: {tb} differ")));
+            }
+            Ok(ta)
+        };
+        let float = |t: Ty, what: &str| -> Result<Ty, VerifyError> {
+            if t.scalar != Scalar::F32 {
+                return Err(self.err(format!("{what} needs f32, got {t}")));
+            }
+            Ok(t)
+        };
+        Ok(match e {
+            Expr::Const(c) => c.ty(),
+            Expr::Special(_) => Ty::U32,
+            Expr::Unary(op, a) => {
+                let t = self.visible(*a)?;
+                match op {
+                    UnOp::Exp | UnOp::Sqrt | UnOp::Rsqrt | UnOp::Recip | UnOp::Sin | UnOp::Cos => {
+                        float(t, op.name())?
+                    }
+                    UnOp::IsFinite | UnOp::IsNan => Ty {
+                        scalar: Scalar::Bool,
+                        lanes: float(t, op.name())?.lanes,
+                    },
+                    _ => t,
+                }
+            }
+            Expr::Binary(op, a, b) => {
+                let t = same(*a, *b)?;
+                let int_only = matches!(op, BinOp::Rem | BinOp::Xor | BinOp::Shl | BinOp::Shr);
+                if (int_only && !matches!(t.scalar, Scalar::I32 | Scalar::U32))
+                    || (t.scalar == Scalar::Bool
+                        && !matches!(op, BinOp::And | BinOp::Or | BinOp::Xor))
+                {
+                    return Err(self.err(format!("{} does not apply to {t}", op.name())));
+                }
+                t
+            }
+            Expr::Fma(a, b, c) => {
+                let t = same(*a, *b)?;
+                same(*a, *c)?;
+                float(t, "fma")?
+            }
+            Expr::Cmp(_, a, b) => Ty {
+                scalar: Scalar::Bool,
+                lanes: same(*a, *b)?.lanes,
+            },
+            Expr::Select(c, a, b) => {
+                let t = same(*a, *b)?;
+                let tc = self.visible(*c)?;
+                if tc.scalar != Scalar::Bool || (tc.lanes != 1 && tc.lanes != t.lanes) {
+                    return Err(self.err(format!("select condition {c} is {tc}")));
+                }
+                t
+            }
+            Expr::Convert(a, s) | Expr::Bitcast(a, s) => {
+                let t = self.visible(*a)?;
+                if *s == Scalar::Bool || t.scalar == Scalar::Bool && matches!(e, Expr::Bitcast(..))
+                {
+                    return Err(self.err(format!("cannot convert {t} to {s}")));
+                }
+                Ty {
+                    scalar: *s,
+                    lanes: t.lanes,
+                }
+            }
+            Expr::HalfToF32(a, _) | Expr::Bf16ToF32(a, _) => {
+                if self.visible(*a)? != Ty::U32 {
+                    return Err(self.err(format!("half conversion of {a} needs u32")));
+                }
+                Ty::F32
+            }
+            Expr::Load(m, index, lanes) => {
+                let elem = self.mem(*m, false)?;
+                self.u32_index(*index)?;
+                if !matches!(lanes, 1 | 2 | 4) {
+                    return Err(self.err(format!("load of {lanes} lanes")));
+                }
+                Ty {
+                    scalar: elem,
+                    lanes: *lanes,
+                }
+            }
+            Expr::Extract(v, lane) => {
+                let t = self.visible(*v)?;
+                if *lane >= t.lanes {
+                    return Err(self.err(format!("lane {lane} of {t}")));
+                }
+                Ty::scalar(t.scalar)
+            }
+            Expr::SubgroupReduce(_, a) | Expr::ShuffleXor(a, _) => {
+                if self.k.subgroup <= 1 {
+                    return Err(
+                        self.err("subgroup operation in a kernel declaring subgroup 1".into())
+                    );
+                }
+                self.visible(*a)?
+            }
+        })
+    }
+}
+
+/// Verifies `k`.
+pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
+    let mut cx = Ctx {
+        k,
+        scopes: Vec::new(),
+        defined: HashSet::new(),
+    };
+    if k.workgroup.contains(&0) || k.threads() > 1024 {
+        return Err(cx.err(format!(
+            "work-group {:?} is not 1..=1024 threads",
+            k.workgroup
+        )));
+    }
+    if k.subgroup > 1 && k.threads() % k.subgroup != 0 {
+        return Err(cx.err(format!(
+            "{} threads are not whole subgroups of {}",
+            k.threads(),
+            k.subgroup
+        )));
+    }
+    if k.params.iter().any(|p| p.elem == Scalar::Bool)
+        || k.shared.iter().any(|s| s.elem == Scalar::Bool)
+    {
+        return Err(cx.err("bool memory".into()));
+    }
+    cx.block(&k.body, &[])?;
+    cx.end_block(&[])?;
+    Ok(())
+}
