@@ -297,7 +297,7 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
             k.workgroup
         )));
     }
-    if k.subgroup > 1 && k.threads() % k.subgroup != 0 {
+    if k.subgroup > 1 && !k.threads().is_multiple_of(k.subgroup) {
         return Err(cx.err(format!(
             "{} threads are not whole subgroups of {}",
             k.threads(),
