@@ -1,2 +1,42 @@
-//! poot-codegen-ptx: renders `kir::Kernel` to PTX text for sm_80 and sm_90, with the target's
-//! capabilities as data. Filled by the bundle/CUDA issue.
+//! poot-codegen-ptx: renders one `kir::Kernel` to PTX text for sm_80 and sm_90, with the
+//! target's capabilities as data ([`PtxTarget`]).
+//!
+//! Design invariants:
+//! - One entry point, [`render`]: it verifies the kernel with `kir::verify`, checks it against
+//!   the target (warp width, shared memory, threads, parameter bytes), then writes one module
+//!   with one `.visible .entry` named after the kernel. Anything the target cannot express is a
+//!   [`PtxError`] naming the kernel; the renderer never panics on a verified kernel.
+//! - The output is a pure function of `(kernel, target)`: registers and labels are numbered in
+//!   program order, nothing iterates a hash map, so the same kernel gives the same text.
+//! - Every kir parameter becomes one `.param .u64` holding a global address (converted once with
+//!   `cvta.to.global.u64`); element `i` of a buffer or shared array is at byte `4 * i`. Vector
+//!   accesses of 2 and 4 lanes use `.v2` / `.v4`, relying on the planner to align them to 8 and
+//!   16 bytes (kir guarantees they are consecutive elements).
+//! - Loads from `Access::Read` parameters use `ld.global.nc` when the target allows it; the
+//!   planner must then never bind memory that the same dispatch writes to a `Read` parameter.
+//! - Subgroup operations assume the kernel's subgroup is the full warp and that all its lanes
+//!   reach them converged (poot's lowering guarantees both; a kernel declaring another width is
+//!   refused). `trap(code)` becomes PTX `trap`: the dispatch faults, the code survives only as a
+//!   comment in the text.
+//! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no
+//!   contraction, no flush-to-zero) except `exp`, `rsqrt`, `sin` and `cos`, which use the
+//!   hardware approximations documented in `ops`.
+
+#![deny(missing_docs)]
+
+mod error;
+mod ops;
+mod target;
+mod writer;
+
+pub use error::{PtxError, Result};
+pub use target::PtxTarget;
+
+use poot_kir::Kernel;
+
+/// Renders `kernel` as a PTX module for `target`.
+pub fn render(kernel: &Kernel, target: &PtxTarget) -> Result<String> {
+    poot_kir::verify(kernel)?;
+    target.check(kernel)?;
+    writer::Writer::new(kernel, target).write()
+}

@@ -109,6 +109,9 @@ pub enum CompileError {
     /// The chat template could not be rendered.
     #[error("chat template: {0}")]
     Template(String),
+    /// The graph has no kernel lowering (names the node).
+    #[error("lowering: {0}")]
+    Lower(String),
     /// The traced graph was refused.
     #[error(transparent)]
     Ir(#[from] poot_ir::IrError),

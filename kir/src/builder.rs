@@ -202,6 +202,76 @@ impl KernelBuilder {
         self.emit(Inst::Trap(code));
     }
 
+    /// Opens a block for the body of an `if` branch or a loop (see `finish_if`, `finish_for`).
+    pub fn begin(&mut self) {
+        self.blocks.push(Vec::new());
+    }
+
+    /// Closes the innermost block and returns its statements.
+    pub fn end(&mut self) -> Vec<Inst> {
+        self.blocks.pop().unwrap_or_default()
+    }
+
+    /// Emits an `if` from two closed blocks and their yields; returns its results.
+    pub fn finish_if(
+        &mut self,
+        cond: Val,
+        then: Vec<Inst>,
+        then_yield: Vec<Val>,
+        els: Vec<Inst>,
+        else_yield: Vec<Val>,
+    ) -> Vec<Val> {
+        let results: Vec<Val> = then_yield.iter().map(|v| self.fresh(self.ty(*v))).collect();
+        self.emit(Inst::If {
+            cond,
+            then,
+            then_yield,
+            els,
+            else_yield,
+            results: results.clone(),
+        });
+        results
+    }
+
+    /// The induction variable and carried parameters of a loop about to be built.
+    pub fn loop_vars(&mut self, init: &[Val]) -> (Val, Vec<Carried>) {
+        let var = self.fresh(Ty::U32);
+        let carried = init
+            .iter()
+            .map(|&i| Carried {
+                param: self.fresh(self.ty(i)),
+                init: i,
+            })
+            .collect();
+        (var, carried)
+    }
+
+    /// Emits a loop from `loop_vars`, a closed body block and its yields; returns its results.
+    #[allow(clippy::too_many_arguments)]
+    pub fn finish_for(
+        &mut self,
+        var: Val,
+        start: Val,
+        end: Val,
+        step: u32,
+        carried: Vec<Carried>,
+        body: Vec<Inst>,
+        yields: Vec<Val>,
+    ) -> Vec<Val> {
+        let results: Vec<Val> = carried.iter().map(|c| self.fresh(self.ty(c.init))).collect();
+        self.emit(Inst::For {
+            var,
+            start,
+            end,
+            step,
+            carried,
+            body,
+            yields,
+            results: results.clone(),
+        });
+        results
+    }
+
     /// `if cond { then } else { els }`, each branch yielding values of the same types.
     pub fn if_else(
         &mut self,
@@ -209,22 +279,13 @@ impl KernelBuilder {
         then: impl FnOnce(&mut Self) -> Vec<Val>,
         els: impl FnOnce(&mut Self) -> Vec<Val>,
     ) -> Vec<Val> {
-        self.blocks.push(Vec::new());
+        self.begin();
         let then_yield = then(self);
-        let then_b = self.blocks.pop().unwrap_or_default();
-        self.blocks.push(Vec::new());
+        let then_b = self.end();
+        self.begin();
         let else_yield = els(self);
-        let els_b = self.blocks.pop().unwrap_or_default();
-        let results: Vec<Val> = then_yield.iter().map(|v| self.fresh(self.ty(*v))).collect();
-        self.emit(Inst::If {
-            cond,
-            then: then_b,
-            then_yield,
-            els: els_b,
-            else_yield,
-            results: results.clone(),
-        });
-        results
+        let els_b = self.end();
+        self.finish_if(cond, then_b, then_yield, els_b, else_yield)
     }
 
     /// `if cond { then }` without results.
@@ -249,29 +310,11 @@ impl KernelBuilder {
         init: &[Val],
         body: impl FnOnce(&mut Self, Val, &[Val]) -> Vec<Val>,
     ) -> Vec<Val> {
-        let var = self.fresh(Ty::U32);
-        let carried: Vec<Carried> = init
-            .iter()
-            .map(|&i| Carried {
-                param: self.fresh(self.ty(i)),
-                init: i,
-            })
-            .collect();
+        let (var, carried) = self.loop_vars(init);
         let params: Vec<Val> = carried.iter().map(|c| c.param).collect();
-        self.blocks.push(Vec::new());
+        self.begin();
         let yields = body(self, var, &params);
-        let body_b = self.blocks.pop().unwrap_or_default();
-        let results: Vec<Val> = init.iter().map(|v| self.fresh(self.ty(*v))).collect();
-        self.emit(Inst::For {
-            var,
-            start,
-            end,
-            step,
-            carried,
-            body: body_b,
-            yields,
-            results: results.clone(),
-        });
-        results
+        let body_b = self.end();
+        self.finish_for(var, start, end, step, carried, body_b, yields)
     }
 }

@@ -1,0 +1,121 @@
+//! What a PTX target offers, as data: the renderer consults these fields instead of
+//! branching on the SM version, so a new target is a new constructor.
+//!
+//! Invariant: [`PtxTarget::check`] accepts a verified kernel only if every whole-kernel
+//! property (name, subgroup width, threads, shared bytes, parameter bytes) fits the target;
+//! per-instruction capabilities are checked by the writer as it meets them.
+
+use crate::error::{PtxError, Result};
+use poot_kir::Kernel;
+
+/// A PTX target and its capabilities.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PtxTarget {
+    /// Compute capability as `major * 10 + minor` (`.target sm_90`).
+    pub sm: u32,
+    /// PTX ISA version written in `.version`.
+    pub ptx_version: (u32, u32),
+    /// Threads per warp: the only subgroup width a kernel may assume.
+    pub warp: u32,
+    /// Threads per work-group (CTA).
+    pub max_threads: u32,
+    /// Bytes of statically declared `.shared` memory per CTA (what this renderer emits).
+    pub max_shared: u32,
+    /// Bytes of shared memory per CTA with the dynamic opt-in; not used by this renderer,
+    /// recorded for the planner.
+    pub max_shared_optin: u32,
+    /// Bytes of kernel parameters (8 per kir buffer parameter).
+    pub max_param_bytes: u32,
+    /// `min.NaN.f32` / `max.NaN.f32` exist (PTX 7.0, sm_80+); without them f32 min/max is
+    /// refused rather than silently dropping NaNs.
+    pub nan_min_max: bool,
+    /// Loads from read-only parameters may use the non-coherent path (`ld.global.nc`).
+    pub nc_loads: bool,
+}
+
+impl PtxTarget {
+    /// Ampere (A100): PTX 8.0, 48 KiB static shared, 163 KiB with opt-in.
+    pub const fn sm80() -> PtxTarget {
+        PtxTarget {
+            sm: 80,
+            ptx_version: (8, 0),
+            warp: 32,
+            max_threads: 1024,
+            max_shared: 48 * 1024,
+            max_shared_optin: 163 * 1024,
+            max_param_bytes: 4096,
+            nan_min_max: true,
+            nc_loads: true,
+        }
+    }
+
+    /// Hopper (H100/H200): PTX 8.0, 48 KiB static shared, 227 KiB with opt-in.
+    pub const fn sm90() -> PtxTarget {
+        PtxTarget {
+            sm: 90,
+            max_shared_optin: 227 * 1024,
+            ..PtxTarget::sm80()
+        }
+    }
+
+    /// The `.target` name (`sm_90`).
+    pub fn name(&self) -> String {
+        format!("sm_{}", self.sm)
+    }
+
+    /// Checks the whole-kernel limits of a verified kernel.
+    pub(crate) fn check(&self, k: &Kernel) -> Result<()> {
+        let kernel = || k.name.clone();
+        if !is_identifier(&k.name) {
+            return Err(PtxError::Name { kernel: kernel() });
+        }
+        if k.subgroup != 1 && k.subgroup != self.warp {
+            return Err(PtxError::Subgroup {
+                kernel: kernel(),
+                subgroup: k.subgroup,
+                warp: self.warp,
+                target: self.name(),
+            });
+        }
+        if k.threads() > self.max_threads {
+            return Err(PtxError::Threads {
+                kernel: kernel(),
+                threads: k.threads(),
+                max: self.max_threads,
+                target: self.name(),
+            });
+        }
+        let bytes: u64 = k.shared.iter().map(|s| 4 * u64::from(s.len)).sum();
+        if bytes > u64::from(self.max_shared) {
+            return Err(PtxError::Shared {
+                kernel: kernel(),
+                bytes,
+                max: self.max_shared,
+                target: self.name(),
+            });
+        }
+        let param_bytes = 8 * k.params.len() as u64;
+        if param_bytes > u64::from(self.max_param_bytes) {
+            return Err(PtxError::Params {
+                kernel: kernel(),
+                params: k.params.len(),
+                bytes: param_bytes,
+                max: self.max_param_bytes,
+                target: self.name(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// A PTX identifier: `[a-zA-Z][a-zA-Z0-9_$]*` or `[_$%][a-zA-Z0-9_$]+`; we also refuse `%`
+/// (register names) and a leading `$` (our labels).
+fn is_identifier(s: &str) -> bool {
+    let mut chars = s.chars();
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '$';
+    match chars.next() {
+        Some(c) if c.is_ascii_alphabetic() => chars.all(word),
+        Some('_') => s.len() > 1 && chars.all(word),
+        _ => false,
+    }
+}

@@ -1,0 +1,407 @@
+//! Emitting one element of an inline value inside a kernel, and the kernel's buffer table.
+//!
+//! Invariants: `value(v, idx)` computes element `idx` (one `u32` per dimension of `v`'s shape)
+//! with exactly the f32 operations `poot_eval` documents for each op, so inlining never
+//! changes a result; every buffer a kernel touches is a parameter bound in first-use order;
+//! an index read from data (a gather id) is checked and out of range traps with
+//! `TRAP_GATHER`; positions index the rope tables clamped to their length (the cache write
+//! traps on a position past the cache before anything reads a table row past it).
+
+use super::place::{Place, Placement};
+use super::tables::Tables;
+use crate::Result;
+use poot_ir::{BinaryOp, CmpOp, DType, Graph, Op, RopeLayout, Scalar, UnaryOp, Value};
+use poot_kir::{Access, BinOp, CmpOp as KCmp, KernelBuilder, Mem, Scalar as KS, UnOp, Val};
+use std::collections::HashMap;
+
+/// Trap code: a key/value write past the cache capacity.
+pub const TRAP_CACHE_OVERFLOW: u32 = 1;
+/// Trap code: a gather id outside its table.
+pub const TRAP_GATHER: u32 = 2;
+
+/// A buffer a kernel parameter is bound to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Buf {
+    /// The buffer of a graph value (input or materialized).
+    Value(Value),
+    /// A compile-time table (rope cos/sin).
+    Table(usize),
+    /// Kernel-private scratch `i` of the kernel computing a value.
+    Scratch(Value, u32),
+}
+
+/// The kir element type of a graph dtype held in a buffer.
+pub fn elem(d: DType) -> KS {
+    match d {
+        DType::F32 => KS::F32,
+        DType::I32 => KS::I32,
+        _ => KS::U32,
+    }
+}
+
+/// One kernel under construction.
+pub struct Emit<'a> {
+    /// The graph.
+    pub g: &'a Graph,
+    /// Its placement.
+    pub pl: &'a Placement,
+    /// Compile-time tables.
+    pub tables: &'a mut Tables,
+    /// The kernel.
+    pub kb: KernelBuilder,
+    /// Parameter bindings, in order.
+    pub params: Vec<Buf>,
+    mems: HashMap<Buf, Mem>,
+    overrides: HashMap<Value, Val>,
+    root: Option<Value>,
+}
+
+impl<'a> Emit<'a> {
+    /// Starts a kernel.
+    pub fn new(g: &'a Graph, pl: &'a Placement, tables: &'a mut Tables, kb: KernelBuilder) -> Emit<'a> {
+        Emit { g, pl, tables, kb, params: Vec::new(), mems: HashMap::new(), overrides: HashMap::new(), root: None }
+    }
+
+    /// The parameter for `buf`, added on first use.
+    pub fn mem(&mut self, buf: Buf, elem: KS, access: Access) -> Mem {
+        if let Some(m) = self.mems.get(&buf) {
+            return *m;
+        }
+        // Names describe the binding's kind only, so equal kernels print equal and are shared.
+        let name = match buf {
+            Buf::Value(v) => match self.g.nodes[v].op {
+                Op::Weight(r) => r.kind.name().to_string(),
+                Op::State(_) => "state".to_string(),
+                Op::Slot(k) => k.name().to_string(),
+                _ => "temp".to_string(),
+            },
+            Buf::Table(_) => "table".to_string(),
+            Buf::Scratch(..) => "scratch".to_string(),
+        };
+        let m = self.kb.param(&name, elem, access);
+        self.params.push(buf);
+        self.mems.insert(buf, m);
+        m
+    }
+
+    /// The parameter backing value `v` (which must have a buffer).
+    pub fn buffer(&mut self, v: Value, access: Access) -> Result<Mem> {
+        let b = self.pl.buffer_of(v).ok_or_else(|| super::place::unsupported(self.g, v, "a buffer for an inline value"))?;
+        Ok(self.mem(Buf::Value(b), elem(self.g.ty(v).dtype), access))
+    }
+
+    /// Makes `value(v, idx)` return `x` (a fused producer's result at the current index).
+    pub fn set_override(&mut self, v: Value, x: Val) {
+        self.overrides.insert(v, x);
+    }
+
+    /// A u32 constant.
+    pub fn u(&mut self, x: usize) -> Val {
+        self.kb.u32(x as u32)
+    }
+
+    /// Row-major linear index of `idx` in `dims` (size-1 dimensions contribute nothing).
+    pub fn linear(&mut self, dims: &[usize], idx: &[Val]) -> Val {
+        let mut acc: Option<Val> = None;
+        let mut stride = 1usize;
+        for (d, &i) in dims.iter().zip(idx).rev() {
+            if *d != 1 {
+                let term = if stride == 1 { i } else {
+                    let s = self.u(stride);
+                    self.kb.mul(i, s)
+                };
+                acc = Some(match acc { Some(a) => self.kb.add(a, term), None => term });
+            }
+            stride *= d;
+        }
+        acc.unwrap_or_else(|| self.u(0))
+    }
+
+    /// The indices of linear index `lin` in `dims`.
+    pub fn unravel(&mut self, dims: &[usize], lin: Val) -> Vec<Val> {
+        let mut out = vec![lin; dims.len()];
+        let mut rest = lin;
+        for i in (0..dims.len()).rev() {
+            if i == 0 {
+                out[0] = rest;
+                break;
+            }
+            let d = self.u(dims[i]);
+            out[i] = self.kb.bin(BinOp::Rem, rest, d);
+            rest = self.kb.bin(BinOp::Div, rest, d);
+        }
+        if dims.len() == 1 {
+            out[0] = lin;
+        }
+        out
+    }
+
+    fn from_buffer(&mut self, v: Value, idx: &[Val]) -> Result<Val> {
+        let mem = self.buffer(v, Access::Read)?;
+        let dims = self.g.ty(v).shape.0.clone();
+        let lin = self.linear(&dims, idx);
+        let x = self.kb.load(mem, lin, 1);
+        Ok(if self.g.ty(v).dtype == DType::Bool {
+            let z = self.kb.u32(0);
+            self.kb.cmp(KCmp::Ne, x, z)
+        } else {
+            x
+        })
+    }
+
+    /// The index of `operand` (broadcast numpy-style) at element `idx` of a rank-`out_rank` value.
+    pub fn broadcast_idx(&mut self, operand: Value, out_rank: usize, idx: &[Val]) -> Vec<Val> {
+        let dims = self.g.ty(operand).shape.0.clone();
+        let off = out_rank - dims.len();
+        dims.iter().enumerate().map(|(i, &d)| if d == 1 { self.u(0) } else { idx[off + i] }).collect()
+    }
+
+    /// `if cond { then }`.
+    pub fn when(&mut self, cond: Val, then: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        self.kb.begin();
+        then(self)?;
+        let body = self.kb.end();
+        self.kb.finish_if(cond, body, vec![], vec![], vec![]);
+        Ok(())
+    }
+
+    /// `if cond { then } else { els }` with results.
+    pub fn branch(
+        &mut self,
+        cond: Val,
+        then: impl FnOnce(&mut Self) -> Result<Vec<Val>>,
+        els: impl FnOnce(&mut Self) -> Result<Vec<Val>>,
+    ) -> Result<Vec<Val>> {
+        self.kb.begin();
+        let ty = then(self)?;
+        let tb = self.kb.end();
+        self.kb.begin();
+        let ey = els(self)?;
+        let eb = self.kb.end();
+        Ok(self.kb.finish_if(cond, tb, ty, eb, ey))
+    }
+
+    /// A `u32` loop carrying `init`; the body returns the carried values' next values.
+    pub fn repeat(
+        &mut self,
+        start: Val,
+        end: Val,
+        step: u32,
+        init: &[Val],
+        body: impl FnOnce(&mut Self, Val, &[Val]) -> Result<Vec<Val>>,
+    ) -> Result<Vec<Val>> {
+        let (var, carried) = self.kb.loop_vars(init);
+        let params: Vec<Val> = carried.iter().map(|c| c.param).collect();
+        self.kb.begin();
+        let yields = body(self, var, &params)?;
+        let b = self.kb.end();
+        Ok(self.kb.finish_for(var, start, end, step, carried, b, yields))
+    }
+
+    /// Element `idx` of `root` computed from its own op, even though `root` has a buffer
+    /// (this is the kernel that writes it).
+    pub fn compute(&mut self, root: Value, idx: &[Val]) -> Result<Val> {
+        self.root = Some(root);
+        let r = self.value(root, idx);
+        self.root = None;
+        r
+    }
+
+    /// Element `idx` of `v`.
+    pub fn value(&mut self, v: Value, idx: &[Val]) -> Result<Val> {
+        if let Some(x) = self.overrides.get(&v) {
+            return Ok(*x);
+        }
+        match self.pl.place[v] {
+            _ if self.root == Some(v) => {}
+            Place::Inline => {}
+            _ if self.pl.buffer_of(v).is_some() => return self.from_buffer(v, idx),
+            _ => return Err(super::place::unsupported(self.g, v, "a value computed inside another kernel")),
+        }
+        let g = self.g;
+        let node = &g.nodes[v];
+        let rank = g.ty(v).shape.rank();
+        let arg = |i: usize| node.args[i];
+        Ok(match &node.op {
+            Op::Const(s) => match s {
+                Scalar::F32(x) => self.kb.f32(*x),
+                Scalar::I32(x) => self.kb.i32(*x),
+                Scalar::U32(x) => self.kb.u32(*x),
+                Scalar::U8(x) => self.kb.u32(*x as u32),
+                Scalar::Bool(x) => self.kb.bool(*x),
+            },
+            Op::Iota { axis } => self.kb.convert(idx[*axis], KS::I32),
+            Op::Reshape => {
+                let dims = g.ty(v).shape.0.clone();
+                let lin = self.linear(&dims, idx);
+                let from = g.ty(arg(0)).shape.0.clone();
+                let at = self.unravel(&from, lin);
+                self.value(arg(0), &at)?
+            }
+            Op::Unary(u) => {
+                let x = self.value(arg(0), idx)?;
+                self.unary(*u, x)
+            }
+            Op::Binary(b) => {
+                let (ia, ib) = (self.broadcast_idx(arg(0), rank, idx), self.broadcast_idx(arg(1), rank, idx));
+                let x = self.value(arg(0), &ia)?;
+                let y = self.value(arg(1), &ib)?;
+                let op = match b {
+                    BinaryOp::Add => BinOp::Add,
+                    BinaryOp::Sub => BinOp::Sub,
+                    BinaryOp::Mul => BinOp::Mul,
+                    BinaryOp::Div => BinOp::Div,
+                    BinaryOp::Max => BinOp::Max,
+                    BinaryOp::Min => BinOp::Min,
+                };
+                self.kb.bin(op, x, y)
+            }
+            Op::Compare(c) => {
+                let (ia, ib) = (self.broadcast_idx(arg(0), rank, idx), self.broadcast_idx(arg(1), rank, idx));
+                let x = self.value(arg(0), &ia)?;
+                let y = self.value(arg(1), &ib)?;
+                let op = match c {
+                    CmpOp::Lt => KCmp::Lt,
+                    CmpOp::Le => KCmp::Le,
+                    CmpOp::Eq => KCmp::Eq,
+                };
+                self.kb.cmp(op, x, y)
+            }
+            Op::Select => {
+                let ic = self.broadcast_idx(arg(0), rank, idx);
+                let (ia, ib) = (self.broadcast_idx(arg(1), rank, idx), self.broadcast_idx(arg(2), rank, idx));
+                let c = self.value(arg(0), &ic)?;
+                let x = self.value(arg(1), &ia)?;
+                let y = self.value(arg(2), &ib)?;
+                self.kb.select(c, x, y)
+            }
+            Op::Cast => {
+                let x = self.value(arg(0), idx)?;
+                let (from, to) = (g.ty(arg(0)).dtype, g.ty(v).dtype);
+                match (from, to) {
+                    (a, b) if a == b => x,
+                    (DType::Bool, _) => {
+                        let (one, zero) = match to {
+                            DType::F32 => (self.kb.f32(1.0), self.kb.f32(0.0)),
+                            DType::I32 => (self.kb.i32(1), self.kb.i32(0)),
+                            _ => (self.kb.u32(1), self.kb.u32(0)),
+                        };
+                        self.kb.select(x, one, zero)
+                    }
+                    (_, DType::Bool) => {
+                        let z = match from { DType::F32 => self.kb.f32(0.0), DType::I32 => self.kb.i32(0), _ => self.kb.u32(0) };
+                        self.kb.cmp(KCmp::Ne, x, z)
+                    }
+                    _ => self.kb.convert(x, elem(to)),
+                }
+            }
+            Op::Rope { layout, base, dims } => self.rope(v, arg(0), arg(1), *layout, base.0, *dims, idx)?,
+            Op::Gather => {
+                let ids_dims = g.ty(arg(1)).shape.rank();
+                let id = self.value(arg(1), &idx[..ids_dims])?;
+                let rows = g.ty(arg(0)).shape.0[0];
+                let row = self.checked_id(id, rows);
+                let at = [row, idx[ids_dims]];
+                self.value(arg(0), &at)?
+            }
+            _ => return Err(super::place::unsupported(g, v, "an inline op")),
+        })
+    }
+
+    /// `id` as u32, trapping with `TRAP_GATHER` unless `0 <= id < rows`.
+    pub fn checked_id(&mut self, id: Val, rows: usize) -> Val {
+        let u = self.kb.bitcast(id, KS::U32);
+        let n = self.u(rows);
+        let bad = self.kb.cmp(KCmp::Ge, u, n);
+        self.kb.if_then(bad, |b| b.trap(TRAP_GATHER));
+        let last = self.u(rows - 1);
+        self.kb.bin(BinOp::Min, u, last)
+    }
+
+    /// One unary function, exactly as `poot_eval` defines it.
+    pub fn unary(&mut self, u: UnaryOp, x: Val) -> Val {
+        let kb = &mut self.kb;
+        match u {
+            UnaryOp::Neg => kb.un(UnOp::Neg, x),
+            UnaryOp::Exp => kb.un(UnOp::Exp, x),
+            UnaryOp::Sqrt => kb.un(UnOp::Sqrt, x),
+            UnaryOp::Rsqrt => {
+                let s = kb.un(UnOp::Sqrt, x);
+                let one = kb.f32(1.0);
+                kb.bin(BinOp::Div, one, s)
+            }
+            UnaryOp::Recip => {
+                let one = kb.f32(1.0);
+                kb.bin(BinOp::Div, one, x)
+            }
+            UnaryOp::Silu => {
+                let n = kb.un(UnOp::Neg, x);
+                let e = kb.un(UnOp::Exp, n);
+                let one = kb.f32(1.0);
+                let d = kb.add(one, e);
+                kb.bin(BinOp::Div, x, d)
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rope(&mut self, v: Value, x: Value, pos: Value, layout: RopeLayout, base: f32, dims: usize, idx: &[Val]) -> Result<Val> {
+        let (cos_t, sin_t, len) = self.tables.rope(base, dims);
+        let half = dims / 2;
+        let d = idx[3];
+        let p = self.value(pos, &idx[..2])?;
+        let p = self.kb.bitcast(p, KS::U32);
+        let last = self.u(len - 1);
+        let p = self.kb.bin(BinOp::Min, p, last);
+        let dims_v = self.u(dims);
+        let rotated = self.kb.cmp(KCmp::Lt, d, dims_v);
+        // Pair index i, and the two partners (x0, x1) with this element being x0 or x1.
+        let (i, first, lo) = match layout {
+            RopeLayout::Pairs => {
+                let one = self.u(1);
+                let i = self.kb.bin(BinOp::Shr, d, one);
+                let bit = self.kb.bin(BinOp::And, d, one);
+                let zero = self.u(0);
+                let first = self.kb.cmp(KCmp::Eq, bit, zero);
+                let lo = self.kb.sub(d, bit);
+                (i, first, lo)
+            }
+            RopeLayout::Halves => {
+                let h = self.u(half);
+                let first = self.kb.cmp(KCmp::Lt, d, h);
+                let back = self.kb.sub(d, h);
+                let lo = self.kb.select(first, d, back);
+                (lo, first, lo)
+            }
+        };
+        let step = match layout { RopeLayout::Pairs => 1, RopeLayout::Halves => half };
+        let step = self.u(step);
+        let hi = self.kb.add(lo, step);
+        // Out-of-rotation lanes read their own element (clamped partners stay in range).
+        let dmax = self.u(self.g.ty(v).shape.0[3] - 1);
+        let lo = self.kb.bin(BinOp::Min, lo, dmax);
+        let hi = self.kb.bin(BinOp::Min, hi, dmax);
+        let x0 = self.value(x, &[idx[0], idx[1], idx[2], lo])?;
+        let x1 = self.value(x, &[idx[0], idx[1], idx[2], hi])?;
+        let own = self.value(x, idx)?;
+        let hv = self.u(half);
+        let i = {
+            let last = self.u(half - 1);
+            self.kb.bin(BinOp::Min, i, last)
+        };
+        let row = self.kb.mul(p, hv);
+        let at = self.kb.add(row, i);
+        let cm = self.mem(Buf::Table(cos_t), KS::F32, Access::Read);
+        let sm = self.mem(Buf::Table(sin_t), KS::F32, Access::Read);
+        let c = self.kb.load(cm, at, 1);
+        let s = self.kb.load(sm, at, 1);
+        let a = self.kb.mul(x0, c);
+        let b = self.kb.mul(x1, s);
+        let y0 = self.kb.sub(a, b);
+        let a = self.kb.mul(x0, s);
+        let b = self.kb.mul(x1, c);
+        let y1 = self.kb.add(a, b);
+        let y = self.kb.select(first, y0, y1);
+        Ok(self.kb.select(rotated, y, own))
+    }
+}

@@ -1,0 +1,611 @@
+//! Kernel templates: one function per kind of materialized value.
+//!
+//! Invariants: every template computes its root value with the semantics `poot_eval`
+//! documents, reading inline operands through `Emit::value`; grids and shapes are baked and
+//! per-step data (positions, token ids) is loaded from slot buffers; every subgroup
+//! operation runs with whole subgroups active (the guards around them are uniform per
+//! subgroup); work-group reductions combine partial results in a fixed order.
+
+use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
+use super::place::unsupported;
+use super::quant::weight;
+use crate::Result;
+use poot_ir::{DType, Value};
+use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
+
+/// A kernel's launch: grid, work weight and private scratch.
+pub struct Launch {
+    /// Work-groups.
+    pub grid: [u32; 3],
+    /// Bytes the dispatch reads (the planner's work weight).
+    pub work: u64,
+    /// Bytes of each kernel-private scratch buffer (`Buf::Scratch(root, i)`).
+    pub scratch: Vec<u64>,
+}
+
+fn launch(grid: [usize; 3], work: usize) -> Launch {
+    Launch { grid: grid.map(|g| g.max(1) as u32), work: work as u64, scratch: Vec::new() }
+}
+
+fn gid(e: &mut Emit, wg: usize) -> Val {
+    let g = e.kb.special(Special::GroupX);
+    let l = e.kb.special(Special::LocalX);
+    let w = e.u(wg);
+    let base = e.kb.mul(g, w);
+    e.kb.add(base, l)
+}
+
+/// Stores `x` (a value of `dtype`) at `out[at]`.
+fn store(e: &mut Emit, out: poot_kir::Mem, at: Val, x: Val, dtype: DType) {
+    let x = if dtype == DType::Bool {
+        let one = e.kb.u32(1);
+        let zero = e.kb.u32(0);
+        e.kb.select(x, one, zero)
+    } else {
+        x
+    };
+    e.kb.store(out, at, x);
+}
+
+fn bytes(e: &Emit, v: Value) -> usize {
+    let t = e.g.ty(v);
+    t.dtype.bytes_for(t.shape.numel()).unwrap_or(0)
+}
+
+fn args<const N: usize>(e: &Emit, v: Value) -> Result<[Value; N]> {
+    e.g.nodes[v].args.clone().try_into().map_err(|_| unsupported(e.g, v, "an operand count"))
+}
+
+/// One thread per element of `root`, computed inline.
+pub fn elementwise(e: &mut Emit, root: Value) -> Result<Launch> {
+    let ty = e.g.ty(root).clone();
+    let n = ty.shape.numel();
+    let out = e.buffer(root, Access::Write)?;
+    let i = gid(e, 256);
+    let nv = e.u(n);
+    let inside = e.kb.cmp(CmpOp::Lt, i, nv);
+    e.when(inside, |e| {
+        let idx = e.unravel(&ty.shape.0, i);
+        let x = e.compute(root, &idx)?;
+        store(e, out, i, x, ty.dtype);
+        Ok(())
+    })?;
+    Ok(launch([n.div_ceil(256), 1, 1], 4 * n))
+}
+
+/// Rows of a weight table at computed ids.
+pub fn gather_rows(e: &mut Emit, root: Value) -> Result<Launch> {
+    let [table, ids] = args(e, root)?;
+    let tt = e.g.ty(table).clone();
+    let (rows, d) = (tt.shape.0[0], tt.shape.0[1]);
+    let n = e.g.ty(root).shape.numel();
+    let out = e.buffer(root, Access::Write)?;
+    let w = e.buffer(table, Access::Read)?;
+    let words = bytes(e, table).div_ceil(4);
+    let row_bytes = tt.dtype.bytes_for(d).unwrap_or(0);
+    let ids_dims = e.g.ty(ids).shape.0.clone();
+    let i = gid(e, 256);
+    let nv = e.u(n);
+    let inside = e.kb.cmp(CmpOp::Lt, i, nv);
+    e.when(inside, |e| {
+        let dv = e.u(d);
+        let r = e.kb.bin(BinOp::Div, i, dv);
+        let k = e.kb.bin(BinOp::Rem, i, dv);
+        let at = e.unravel(&ids_dims, r);
+        let id = e.value(ids, &at)?;
+        let row = e.checked_id(id, rows);
+        let x = weight(e, w, words, tt.dtype, row, k, row_bytes);
+        e.kb.store(out, i, x);
+        Ok(())
+    })?;
+    Ok(launch([n.div_ceil(256), 1, 1], 4 * n + n / d * row_bytes))
+}
+
+const MM_WARPS: usize = 4;
+const MM_ROWS: usize = 8;
+
+/// `x @ w^T`: one subgroup per output column, up to eight input rows per work-group, lanes
+/// striding over `k` with one fused multiply-add per element, then a subgroup sum. The root
+/// is the matmul itself or an element-wise value of its shape (the epilogue).
+pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> {
+    let [x, w] = args(e, mm)?;
+    let wt = e.g.ty(w).clone();
+    let (n, k) = (wt.shape.0[0], wt.shape.0[1]);
+    let rows = e.g.ty(x).shape.numel() / k;
+    let rb = rows.min(MM_ROWS);
+    let xm = e.buffer(x, Access::Read)?;
+    let wm = e.buffer(w, Access::Read)?;
+    let out = e.buffer(root, Access::Write)?;
+    let words = bytes(e, w).div_ceil(4);
+    let row_bytes = wt.dtype.bytes_for(k).unwrap_or(0);
+    let root_ty = e.g.ty(root).clone();
+    let sub_v = e.u(sub as usize);
+    let local = e.kb.special(Special::LocalX);
+    let warp = e.kb.bin(BinOp::Div, local, sub_v);
+    let lane = e.kb.special(Special::Lane);
+    let gx = e.kb.special(Special::GroupX);
+    let gy = e.kb.special(Special::GroupY);
+    let wpg = e.u(MM_WARPS);
+    let col = e.kb.mul(gx, wpg);
+    let col = e.kb.add(col, warp);
+    let rbv = e.u(rb);
+    let m0 = e.kb.mul(gy, rbv);
+    let nv = e.u(n);
+    let inside = e.kb.cmp(CmpOp::Lt, col, nv);
+    e.when(inside, |e| {
+        let zero = e.kb.f32(0.0);
+        let kv = e.u(k);
+        let last_row = e.u(rows - 1);
+        let acc = e.repeat(lane, kv, sub, &vec![zero; rb], |e, kk, acc| {
+            let wv = weight(e, wm, words, wt.dtype, col, kk, row_bytes);
+            let mut next = Vec::with_capacity(rb);
+            for (r, &a) in acc.iter().enumerate() {
+                let rv = e.u(r);
+                let m = e.kb.add(m0, rv);
+                let m = e.kb.bin(BinOp::Min, m, last_row);
+                let mk = e.kb.mul(m, kv);
+                let at = e.kb.add(mk, kk);
+                let xv = e.kb.load(xm, at, 1);
+                next.push(e.kb.fma(xv, wv, a));
+            }
+            Ok(next)
+        })?;
+        let sums: Vec<Val> = acc.iter().map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a)).collect();
+        let zero_u = e.u(0);
+        let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+        e.when(first, |e| {
+            for (r, &s) in sums.iter().enumerate() {
+                let rv = e.u(r);
+                let m = e.kb.add(m0, rv);
+                let rows_v = e.u(rows);
+                let ok = e.kb.cmp(CmpOp::Lt, m, rows_v);
+                e.when(ok, |e| {
+                    let mn = e.kb.mul(m, nv);
+                    let at = e.kb.add(mn, col);
+                    let y = if root == mm {
+                        s
+                    } else {
+                        e.set_override(mm, s);
+                        let idx = e.unravel(&root_ty.shape.0, at);
+                        e.compute(root, &idx)?
+                    };
+                    store(e, out, at, y, root_ty.dtype);
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    })?;
+    Ok(launch([n.div_ceil(MM_WARPS), rows.div_ceil(rb), 1], n * row_bytes + 4 * rows * k))
+}
+
+const NORM_THREADS: usize = 256;
+
+/// RMS norm: one work-group per row; thread sums in a subgroup reduction, subgroup sums in
+/// shared memory added in subgroup order by every thread.
+pub fn rms_norm(e: &mut Emit, root: Value, eps: f32, sub: u32) -> Result<Launch> {
+    let [x, w] = args(e, root)?;
+    let ty = e.g.ty(root).clone();
+    let n = ty.shape.last();
+    let rows = ty.shape.numel() / n;
+    let warps = NORM_THREADS / sub as usize;
+    let out = e.buffer(root, Access::Write)?;
+    let sh = e.kb.shared(Scalar::F32, warps as u32);
+    let row = e.kb.special(Special::GroupX);
+    let local = e.kb.special(Special::LocalX);
+    let nv = e.u(n);
+    let base = e.kb.mul(row, nv);
+    let zero = e.kb.f32(0.0);
+    let dims = ty.shape.0.clone();
+    let element = |e: &mut Emit, kk: Val| -> Result<Val> {
+        let at = e.kb.add(base, kk);
+        let idx = e.unravel(&dims, at);
+        e.value(x, &idx)
+    };
+    let ss = e.repeat(local, nv, NORM_THREADS as u32, &[zero], |e, kk, s| {
+        let xv = element(e, kk)?;
+        Ok(vec![e.kb.fma(xv, xv, s[0])])
+    })?;
+    let part = e.kb.subgroup_reduce(ReduceOp::Add, ss[0]);
+    let lane = e.kb.special(Special::Lane);
+    let zero_u = e.u(0);
+    let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+    let sub_v = e.u(sub as usize);
+    let warp = e.kb.bin(BinOp::Div, local, sub_v);
+    e.when(first, |e| {
+        e.kb.store(sh, warp, part);
+        Ok(())
+    })?;
+    e.kb.barrier();
+    let mut total = zero;
+    for i in 0..warps {
+        let iv = e.u(i);
+        let p = e.kb.load(sh, iv, 1);
+        total = e.kb.add(total, p);
+    }
+    let nf = e.kb.f32(n as f32);
+    let ms = e.kb.bin(BinOp::Div, total, nf);
+    let epsv = e.kb.f32(eps);
+    let t = e.kb.add(ms, epsv);
+    let s = e.kb.un(UnOp::Sqrt, t);
+    let one = e.kb.f32(1.0);
+    let r = e.kb.bin(BinOp::Div, one, s);
+    e.repeat(local, nv, NORM_THREADS as u32, &[], |e, kk, _| {
+        let xv = element(e, kk)?;
+        let wv = e.value(w, &[kk])?;
+        let y = e.kb.mul(xv, r);
+        let y = e.kb.mul(y, wv);
+        let at = e.kb.add(base, kk);
+        e.kb.store(out, at, y);
+        Ok(vec![])
+    })?;
+    Ok(launch([rows, 1, 1], 8 * rows * n))
+}
+
+/// `dynamic_update_slice` in place into its (state) operand: one thread per update element;
+/// a start that would write past the axis traps with `TRAP_CACHE_OVERFLOW`.
+pub fn update_slice(e: &mut Emit, root: Value, axis: usize) -> Result<Launch> {
+    let [x, upd, start] = args(e, root)?;
+    let xd = e.g.ty(x).shape.0.clone();
+    let ud = e.g.ty(upd).shape.0.clone();
+    let n = ud.iter().product::<usize>();
+    let dst = e.buffer(root, Access::Write)?;
+    let i = gid(e, 256);
+    let nv = e.u(n);
+    let inside = e.kb.cmp(CmpOp::Lt, i, nv);
+    e.when(inside, |e| {
+        let idx = e.unravel(&ud, i);
+        let s = e.value(start, &idx[..1])?;
+        let su = e.kb.bitcast(s, Scalar::U32);
+        let room = e.u(xd[axis] - ud[axis]);
+        let bad = e.kb.cmp(CmpOp::Gt, su, room);
+        e.when(bad, |e| {
+            e.kb.trap(TRAP_CACHE_OVERFLOW);
+            Ok(())
+        })?;
+        let mut at = idx.clone();
+        at[axis] = e.kb.add(idx[axis], su);
+        let lin = e.linear(&xd, &at);
+        let v = e.value(upd, &idx)?;
+        store(e, dst, lin, v, e.g.ty(root).dtype);
+        Ok(())
+    })?;
+    Ok(launch([n.div_ceil(256), 1, 1], 8 * n))
+}
+
+/// `scatter_update` in place: row `index[i]` of the operand gets row `i` of the update.
+pub fn scatter(e: &mut Emit, root: Value) -> Result<Launch> {
+    let [x, upd, index] = args(e, root)?;
+    let xd = e.g.ty(x).shape.0.clone();
+    let ud = e.g.ty(upd).shape.0.clone();
+    let n = ud.iter().product::<usize>();
+    let row = n / ud[0].max(1);
+    let dst = e.buffer(root, Access::Write)?;
+    let i = gid(e, 256);
+    let nv = e.u(n);
+    let inside = e.kb.cmp(CmpOp::Lt, i, nv);
+    e.when(inside, |e| {
+        let rv = e.u(row);
+        let m = e.kb.bin(BinOp::Div, i, rv);
+        let k = e.kb.bin(BinOp::Rem, i, rv);
+        let id = e.value(index, &[m])?;
+        let r = e.checked_id(id, xd[0]);
+        let base = e.kb.mul(r, rv);
+        let at = e.kb.add(base, k);
+        let idx = e.unravel(&ud, i);
+        let v = e.value(upd, &idx)?;
+        store(e, dst, at, v, e.g.ty(root).dtype);
+        Ok(())
+    })?;
+    Ok(launch([n.div_ceil(256), 1, 1], 8 * n))
+}
+
+const RED_THREADS: usize = 256;
+
+/// A fixed-order tree reduction of `vals` (per-thread values) over the work-group through
+/// shared arrays; `combine(e, mine, other)` returns the combined values.
+fn tree(
+    e: &mut Emit,
+    vals: Vec<Val>,
+    combine: &dyn Fn(&mut Emit, &[Val], &[Val]) -> Vec<Val>,
+) -> Result<Vec<Val>> {
+    let local = e.kb.special(Special::LocalX);
+    let shs: Vec<_> = vals.iter().map(|v| e.kb.shared(e.kb.ty(*v).scalar, RED_THREADS as u32)).collect();
+    for (s, &v) in shs.iter().zip(&vals) {
+        e.kb.store(*s, local, v);
+    }
+    e.kb.barrier();
+    let mut stride = RED_THREADS / 2;
+    while stride > 0 {
+        let sv = e.u(stride);
+        let active = e.kb.cmp(CmpOp::Lt, local, sv);
+        e.when(active, |e| {
+            let other = e.kb.add(local, sv);
+            let mine: Vec<Val> = shs.iter().map(|s| e.kb.load(*s, local, 1)).collect();
+            let theirs: Vec<Val> = shs.iter().map(|s| e.kb.load(*s, other, 1)).collect();
+            let c = combine(e, &mine, &theirs);
+            for (s, &x) in shs.iter().zip(&c) {
+                e.kb.store(*s, local, x);
+            }
+            Ok(())
+        })?;
+        e.kb.barrier();
+        stride /= 2;
+    }
+    let zero = e.u(0);
+    Ok(shs.iter().map(|s| e.kb.load(*s, zero, 1)).collect())
+}
+
+/// `argmax` over the last axis: the first index of the largest non-NaN value, else the first
+/// NaN (as `poot_eval` defines it); one work-group per row.
+pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
+    let [x] = args(e, root)?;
+    let xt = e.g.ty(x).clone();
+    let n = xt.shape.last();
+    let rows = xt.shape.numel() / n;
+    let xm = e.buffer(x, Access::Read)?;
+    let out = e.buffer(root, Access::Write)?;
+    let row = e.kb.special(Special::GroupX);
+    let local = e.kb.special(Special::LocalX);
+    let nv = e.u(n);
+    let base = e.kb.mul(row, nv);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let none = e.kb.u32(u32::MAX);
+    let found = e.repeat(local, nv, RED_THREADS as u32, &[ninf, none, none], |e, k, c| {
+        let at = e.kb.add(base, k);
+        let v = e.kb.load(xm, at, 1);
+        let nan = e.kb.un(UnOp::IsNan, v);
+        let ok = e.kb.un(UnOp::Not, nan);
+        let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
+        let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
+        let better = e.kb.bin(BinOp::Or, empty, gt);
+        let take = e.kb.bin(BinOp::And, ok, better);
+        let bv = e.kb.select(take, v, c[0]);
+        let bi = e.kb.select(take, k, c[1]);
+        let first_nan = e.kb.bin(BinOp::Min, c[2], k);
+        let fi = e.kb.select(nan, first_nan, c[2]);
+        Ok(vec![bv, bi, fi])
+    })?;
+    let r = tree(e, found, &|e, a, b| {
+        let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
+        let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
+        let gt = e.kb.cmp(CmpOp::Gt, b[0], a[0]);
+        let eq = e.kb.cmp(CmpOp::Eq, b[0], a[0]);
+        let lower = e.kb.cmp(CmpOp::Lt, b[1], a[1]);
+        let tie = e.kb.bin(BinOp::And, eq, lower);
+        let wins = e.kb.bin(BinOp::Or, gt, tie);
+        let wins = e.kb.bin(BinOp::Or, a_empty, wins);
+        let take = e.kb.bin(BinOp::And, b_some, wins);
+        let v = e.kb.select(take, b[0], a[0]);
+        let i = e.kb.select(take, b[1], a[1]);
+        let f = e.kb.bin(BinOp::Min, a[2], b[2]);
+        vec![v, i, f]
+    })?;
+    let zero = e.u(0);
+    let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
+    e.when(is_first, |e| {
+        let empty = e.kb.cmp(CmpOp::Eq, r[1], none);
+        let nan_empty = e.kb.cmp(CmpOp::Eq, r[2], none);
+        let fallback = e.kb.select(nan_empty, zero, r[2]);
+        let i = e.kb.select(empty, fallback, r[1]);
+        let i = e.kb.bitcast(i, Scalar::I32);
+        e.kb.store(out, row, i);
+        Ok(())
+    })?;
+    Ok(launch([rows, 1, 1], 4 * rows * n))
+}
+
+/// `any_nonfinite`: one work-group ORs every element's non-finiteness.
+pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
+    let [x] = args(e, root)?;
+    let n = e.g.ty(x).shape.numel();
+    let xm = e.buffer(x, Access::Read)?;
+    let out = e.buffer(root, Access::Write)?;
+    let local = e.kb.special(Special::LocalX);
+    let nv = e.u(n);
+    let zero = e.u(0);
+    let flag = e.repeat(local, nv, RED_THREADS as u32, &[zero], |e, k, f| {
+        let v = e.kb.load(xm, k, 1);
+        let fin = e.kb.un(UnOp::IsFinite, v);
+        let one = e.u(1);
+        let z = e.u(0);
+        let bad = e.kb.select(fin, z, one);
+        Ok(vec![e.kb.bin(BinOp::Or, f[0], bad)])
+    })?;
+    let r = tree(e, flag, &|e, a, b| vec![e.kb.bin(BinOp::Or, a[0], b[0])])?;
+    let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
+    e.when(is_first, |e| {
+        e.kb.store(out, zero, r[0]);
+        Ok(())
+    })?;
+    Ok(launch([1, 1, 1], 4 * n))
+}
+
+/// Cache positions each lane of the attention kernel covers per split.
+const ATT_CHUNK_PER_LANE: usize = 4;
+
+/// Attention, split over the cache: the first kernel computes, per (row, token, head) and
+/// per chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
+/// output; the second combines the chunks. A position the mask hides skips its dot product
+/// and value reads. One subgroup per work-group.
+pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention, sub: u32) -> Result<(Launch, usize)> {
+    let g = e.g;
+    let qd = g.ty(a.q).shape.0.clone();
+    let kd = g.ty(a.k).shape.0.clone();
+    let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
+    let (c, groups) = (kd[1], kd[2]);
+    let per = h / groups;
+    let chunk = sub as usize * ATT_CHUNK_PER_LANE;
+    let splits = c.div_ceil(chunk);
+    let km = e.buffer(a.k, Access::Read)?;
+    let vm = e.buffer(a.v, Access::Read)?;
+    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Write);
+    let qs = e.kb.shared(Scalar::F32, d as u32);
+    let rth = e.kb.special(Special::GroupX);
+    let split = e.kb.special(Special::GroupY);
+    let lane = e.kb.special(Special::LocalX);
+    let hv = e.u(h);
+    let th = e.u(t * h);
+    let ri = e.kb.bin(BinOp::Div, rth, th);
+    let rem = e.kb.bin(BinOp::Rem, rth, th);
+    let ti = e.kb.bin(BinOp::Div, rem, hv);
+    let hi = e.kb.bin(BinOp::Rem, rem, hv);
+    let perv = e.u(per);
+    let gi = e.kb.bin(BinOp::Div, hi, perv);
+    // Queries into shared memory, computed once per work-group.
+    let dv = e.u(d);
+    e.repeat(lane, dv, sub, &[], |e, dd, _| {
+        let q = e.value(a.q, &[ri, ti, hi, dd])?;
+        e.kb.store(qs, dd, q);
+        Ok(vec![])
+    })?;
+    e.kb.barrier();
+    let chunk_v = e.u(chunk);
+    let c0 = e.kb.mul(split, chunk_v);
+    let scale = e.kb.f32(a.scale);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let cv = e.u(c);
+    let gv = e.u(groups);
+    let mut scores = Vec::with_capacity(ATT_CHUNK_PER_LANE);
+    let mut positions = Vec::with_capacity(ATT_CHUNK_PER_LANE);
+    for j in 0..ATT_CHUNK_PER_LANE {
+        let off = e.u(j * sub as usize);
+        let cc = e.kb.add(c0, off);
+        let cc = e.kb.add(cc, lane);
+        let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
+        let last = e.u(c - 1);
+        let ci = e.kb.bin(BinOp::Min, cc, last);
+        let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
+        let visible = e.value(a.mask, &mi)?;
+        let live = e.kb.bin(BinOp::And, inside, visible);
+        let s = e.branch(live, |e| {
+            let zero = e.kb.f32(0.0);
+            let zu = e.u(0);
+            let kbase = {
+                let x = e.kb.mul(ri, cv);
+                let x = e.kb.add(x, ci);
+                let x = e.kb.mul(x, gv);
+                let x = e.kb.add(x, gi);
+                e.kb.mul(x, dv)
+            };
+            let dot = e.repeat(zu, dv, 1, &[zero], |e, dd, acc| {
+                let qv = e.kb.load(qs, dd, 1);
+                let at = e.kb.add(kbase, dd);
+                let kv = e.kb.load(km, at, 1);
+                Ok(vec![e.kb.fma(qv, kv, acc[0])])
+            })?;
+            Ok(vec![e.kb.mul(dot[0], scale)])
+        }, |_| Ok(vec![ninf]))?;
+        scores.push(s[0]);
+        positions.push(ci);
+    }
+    let mut m = ninf;
+    for &s in &scores {
+        m = e.kb.bin(BinOp::Max, m, s);
+    }
+    let m = e.kb.subgroup_reduce(ReduceOp::Max, m);
+    let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
+    let zero = e.kb.f32(0.0);
+    let safe_m = e.kb.select(empty, zero, m);
+    let mut ps = Vec::with_capacity(scores.len());
+    let mut l = zero;
+    for &s in &scores {
+        let x = e.kb.sub(s, safe_m);
+        let p = e.kb.un(UnOp::Exp, x);
+        l = e.kb.add(l, p);
+        ps.push(p);
+    }
+    let l = e.kb.subgroup_reduce(ReduceOp::Add, l);
+    let rec = (d + 2) as usize;
+    let recv = e.u(rec);
+    let splits_v = e.u(splits);
+    let slot = e.kb.mul(rth, splits_v);
+    let slot = e.kb.add(slot, split);
+    let pbase = e.kb.mul(slot, recv);
+    let zu = e.u(0);
+    let first = e.kb.cmp(CmpOp::Eq, lane, zu);
+    e.when(first, |e| {
+        e.kb.store(part, pbase, m);
+        let one = e.u(1);
+        let at = e.kb.add(pbase, one);
+        e.kb.store(part, at, l);
+        Ok(())
+    })?;
+    e.repeat(zu, dv, 1, &[], |e, dd, _| {
+        let mut o = zero;
+        for (&p, &ci) in ps.iter().zip(&positions) {
+            let vbase = {
+                let x = e.kb.mul(ri, cv);
+                let x = e.kb.add(x, ci);
+                let x = e.kb.mul(x, gv);
+                let x = e.kb.add(x, gi);
+                e.kb.mul(x, dv)
+            };
+            let at = e.kb.add(vbase, dd);
+            let vv = e.kb.load(vm, at, 1);
+            o = e.kb.fma(p, vv, o);
+        }
+        let o = e.kb.subgroup_reduce(ReduceOp::Add, o);
+        e.when(first, |e| {
+            let two = e.u(2);
+            let at = e.kb.add(pbase, two);
+            let at = e.kb.add(at, dd);
+            e.kb.store(part, at, o);
+            Ok(())
+        })?;
+        Ok(vec![])
+    })?;
+    let mut l = launch([r * t * h, splits, 1], 8 * r * c * groups * d);
+    l.scratch = vec![(4 * r * t * h * splits * rec) as u64];
+    Ok((l, splits))
+}
+
+/// Combines the chunks of `attention_partial` into `root`'s `[r, t, h, d]` output.
+pub fn attention_combine(e: &mut Emit, root: Value, splits: usize, sub: u32) -> Result<Launch> {
+    let od = e.g.ty(root).shape.0.clone();
+    let (r, t, h, d) = (od[0], od[1], od[2], od[3]);
+    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Read);
+    let out = e.buffer(root, Access::Write)?;
+    let rth = e.kb.special(Special::GroupX);
+    let lane = e.kb.special(Special::LocalX);
+    let rec = e.u(d + 2);
+    let splits_v = e.u(splits);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let zero = e.kb.f32(0.0);
+    let zu = e.u(0);
+    let slot0 = e.kb.mul(rth, splits_v);
+    let big = e.repeat(zu, splits_v, 1, &[ninf], |e, s, m| {
+        let slot = e.kb.add(slot0, s);
+        let at = e.kb.mul(slot, rec);
+        let ms = e.kb.load(part, at, 1);
+        Ok(vec![e.kb.bin(BinOp::Max, m[0], ms)])
+    })?;
+    let dv = e.u(d);
+    e.repeat(lane, dv, sub, &[], |e, dd, _| {
+        let acc = e.repeat(zu, splits_v, 1, &[zero, zero], |e, s, acc| {
+            let slot = e.kb.add(slot0, s);
+            let at = e.kb.mul(slot, rec);
+            let ms = e.kb.load(part, at, 1);
+            let one = e.u(1);
+            let at1 = e.kb.add(at, one);
+            let ls = e.kb.load(part, at1, 1);
+            let two = e.u(2);
+            let at2 = e.kb.add(at, two);
+            let at2 = e.kb.add(at2, dd);
+            let os = e.kb.load(part, at2, 1);
+            let live = e.kb.cmp(CmpOp::Ne, ms, ninf);
+            let x = e.kb.sub(ms, big[0]);
+            let w = e.kb.un(UnOp::Exp, x);
+            let w = e.kb.select(live, w, zero);
+            let l = e.kb.fma(ls, w, acc[0]);
+            let o = e.kb.fma(os, w, acc[1]);
+            Ok(vec![l, o])
+        })?;
+        let y = e.kb.bin(BinOp::Div, acc[1], acc[0]);
+        let dstb = e.kb.mul(rth, dv);
+        let at = e.kb.add(dstb, dd);
+        e.kb.store(out, at, y);
+        Ok(vec![])
+    })?;
+    Ok(launch([r * t * h, 1, 1], 4 * r * t * h * splits * (d + 2)))
+}

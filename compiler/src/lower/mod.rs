@@ -1,0 +1,187 @@
+//! Lowering: a verified, optimized graph becomes kernels and the dispatch list that runs them.
+//!
+//! Invariants: `place` decides what is fused (see `place`); every value with a kernel gets
+//! exactly one (attention gets two: partial and combine), emitted in node order so each
+//! dispatch runs after every producer it reads; identical kernels (same text) are shared;
+//! every emitted kernel passes `poot_kir::verify`.
+
+mod expr;
+mod kernels;
+mod place;
+mod quant;
+mod tables;
+
+pub use expr::{Buf, TRAP_CACHE_OVERFLOW, TRAP_GATHER};
+pub use tables::Tables;
+
+use crate::{CompileError, Result};
+use expr::Emit;
+use place::{Place, Placement, match_attention, unsupported};
+use poot_ir::{Graph, Op, Value};
+use poot_kir::{Access, Kernel, KernelBuilder};
+use std::collections::{BTreeMap, HashMap};
+
+/// What the target offers the lowering (capabilities as data).
+#[derive(Clone, Copy, Debug)]
+pub struct LowerTarget {
+    /// Subgroup width the kernels may assume.
+    pub subgroup: u32,
+}
+
+/// One kernel launch of a program.
+#[derive(Clone, Debug)]
+pub struct Dispatch {
+    /// Index into `Program::kernels`.
+    pub kernel: usize,
+    /// Work-groups.
+    pub grid: [u32; 3],
+    /// The buffer bound to each kernel parameter, and how the kernel uses it.
+    pub args: Vec<(Buf, Access)>,
+    /// Bytes the dispatch reads.
+    pub work: u64,
+}
+
+/// A lowered step.
+pub struct Program {
+    /// The graph it computes.
+    pub graph: Graph,
+    /// Distinct kernels.
+    pub kernels: Vec<Kernel>,
+    /// Launches, in order.
+    pub dispatches: Vec<Dispatch>,
+    /// Bytes of each kernel-private scratch buffer.
+    pub scratch: BTreeMap<Buf, u64>,
+    /// Each output's buffer.
+    pub outputs: Vec<(String, Buf)>,
+    /// Each carried state's buffer after the step (updated in place).
+    pub states: Vec<(String, Buf)>,
+}
+
+struct Builder<'t> {
+    target: LowerTarget,
+    tables: &'t mut Tables,
+    kernels: Vec<Kernel>,
+    by_text: HashMap<String, usize>,
+    dispatches: Vec<Dispatch>,
+    scratch: BTreeMap<Buf, u64>,
+}
+
+impl Builder<'_> {
+    fn emit(
+        &mut self,
+        g: &Graph,
+        pl: &Placement,
+        kind: &str,
+        wg: u32,
+        body: impl FnOnce(&mut Emit) -> Result<kernels::Launch>,
+    ) -> Result<()> {
+        let kb = KernelBuilder::new(kind, [wg, 1, 1], self.target.subgroup);
+        let mut e = Emit::new(g, pl, self.tables, kb);
+        let launch = body(&mut e)?;
+        let params = e.params.clone();
+        let mut k = e.kb.finish();
+        let access: Vec<Access> = k.params.iter().map(|p| p.access).collect();
+        let text = poot_kir::print(&k);
+        let index = match self.by_text.get(&text) {
+            Some(&i) => i,
+            None => {
+                k.name = format!("{kind}_{}", self.kernels.len());
+                poot_kir::verify(&k).map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
+                self.kernels.push(k);
+                self.by_text.insert(text, self.kernels.len() - 1);
+                self.kernels.len() - 1
+            }
+        };
+        for (i, bytes) in launch.scratch.iter().enumerate() {
+            if let Some(Buf::Scratch(v, _)) = params.iter().find(|b| matches!(b, Buf::Scratch(_, j) if *j == i as u32)) {
+                self.scratch.insert(Buf::Scratch(*v, i as u32), *bytes);
+            }
+        }
+        self.dispatches.push(Dispatch {
+            kernel: index,
+            grid: launch.grid,
+            args: params.into_iter().zip(access).collect(),
+            work: launch.work,
+        });
+        Ok(())
+    }
+}
+
+/// Lowers `g` (verified and optimized) for `target`, adding any tables it needs to `tables`.
+pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Program> {
+    poot_ir::verify(g)?;
+    let pl = place::place(g)?;
+    let sub = target.subgroup;
+    let mut b = Builder {
+        target,
+        tables,
+        kernels: Vec::new(),
+        by_text: HashMap::new(),
+        dispatches: Vec::new(),
+        scratch: BTreeMap::new(),
+    };
+    for (v, n) in g.nodes.iter() {
+        let fused_mm = g.nodes.keys().find(|&m| pl.place[m] == Place::Fused(v) && g.nodes[m].op == Op::MatMul);
+        match (&n.op, pl.place[v]) {
+            (Op::DynamicUpdateSlice { axis }, _) => {
+                let axis = *axis;
+                b.emit(g, &pl, "update_slice", 256, |e| kernels::update_slice(e, v, axis))?
+            }
+            (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
+            (_, Place::Buffer) => match &n.op {
+                Op::MatMul => b.emit(g, &pl, "matmul", 4 * sub, |e| kernels::matmul(e, v, v, sub))?,
+                _ if fused_mm.is_some() => {
+                    let mm = fused_mm.unwrap_or(v);
+                    b.emit(g, &pl, "matmul", 4 * sub, |e| kernels::matmul(e, v, mm, sub))?
+                }
+                Op::Gather if matches!(g.nodes[n.args[0]].op, Op::Weight(_)) => {
+                    b.emit(g, &pl, "gather", 256, |e| kernels::gather_rows(e, v))?
+                }
+                Op::RmsNorm { eps } => {
+                    let eps = eps.0;
+                    b.emit(g, &pl, "rms_norm", 256, |e| kernels::rms_norm(e, v, eps, sub))?
+                }
+                Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
+                    b.emit(g, &pl, "argmax", 256, |e| kernels::argmax(e, v))?
+                }
+                Op::AnyNonFinite => b.emit(g, &pl, "any_nonfinite", 256, |e| kernels::any_nonfinite(e, v))?,
+                Op::AttnMix => {
+                    let (a, _) = match_attention(g, &pl.users, v).ok_or_else(|| unsupported(g, v, "attention"))?;
+                    let mut splits = 0;
+                    b.emit(g, &pl, "attention", sub, |e| {
+                        let (l, s) = kernels::attention_partial(e, v, &a, sub)?;
+                        splits = s;
+                        Ok(l)
+                    })?;
+                    b.emit(g, &pl, "attention_combine", sub, |e| kernels::attention_combine(e, v, splits, sub))?
+                }
+                Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast | Op::Rope { .. } | Op::Gather | Op::Reshape => {
+                    b.emit(g, &pl, "elementwise", 256, |e| kernels::elementwise(e, v))?
+                }
+                _ => return Err(unsupported(g, v, n.op.name())),
+            },
+            _ => {}
+        }
+    }
+    let buf = |v: Value| -> Result<Buf> {
+        pl.buffer_of(v).map(Buf::Value).ok_or_else(|| unsupported(g, v, "a result without a buffer"))
+    };
+    let outputs = g.outputs.iter().map(|(n, v)| Ok((n.clone(), buf(*v)?))).collect::<Result<_>>()?;
+    let mut states = Vec::new();
+    for (sv, name) in g.states() {
+        let after = g.state_updates.iter().find(|(n, _)| n == name).map_or(sv, |(_, v)| *v);
+        let bb = buf(after)?;
+        if bb != Buf::Value(sv) {
+            return Err(unsupported(g, after, "a state update that is not in place"));
+        }
+        states.push((name.to_string(), bb));
+    }
+    Ok(Program {
+        graph: g.clone(),
+        kernels: b.kernels,
+        dispatches: b.dispatches,
+        scratch: b.scratch,
+        outputs,
+        states,
+    })
+}

@@ -1,0 +1,651 @@
+//! The lockstep interpreter: runs a [`Program`]'s work-groups, each instruction for all
+//! threads of the work-group at once under an active mask.
+//!
+//! Invariants:
+//! - A mask is a register slot of `0`/`1` per thread; the work-group's root mask is the
+//!   all-ones slot. Pure operations compute every lane, active or not (they are total);
+//!   loads, stores, atomics, traps, reductions, shuffles and loop-carried updates honour the
+//!   mask. Lanes a masked load skips keep their previous register contents.
+//! - Registers keep stale contents between work-groups and dispatches. This is unobservable:
+//!   an active thread only ever reads values computed while it was active (structured SSA),
+//!   reductions replace inactive lanes with the identity, and a shuffle whose source lane is
+//!   inactive returns the reader's own value. So results depend on the inputs only, whatever
+//!   ran before on the same register file.
+//! - A faulting load, store or atomic has no effect; everything before it stays done.
+
+use super::lanes::{self, comb, identity, map1, map3, masked_copy, split};
+use super::memory::{Global, Sink, Write};
+use super::program::{Comb, Fixed, ForOp, IfOp, Op, Program, Space};
+use super::{Fault, OUT_OF_BOUNDS, internal};
+use half::f16;
+use half::slice::HalfFloatSliceExt;
+
+/// A register file, shared memory and scratch for one work-group at a time.
+pub(crate) struct State {
+    regs: Vec<u32>,
+    shared: Vec<u32>,
+    cur: Vec<u32>,
+    next: Vec<u32>,
+    halves: Vec<f16>,
+    floats: Vec<f32>,
+}
+
+impl State {
+    /// A register file with the program's fixed values written.
+    pub(crate) fn new(prog: &Program) -> State {
+        let t = prog.threads;
+        let mut regs = vec![0u32; prog.regs_len];
+        let [wx, wy, _] = prog.workgroup.map(|d| (d as usize).max(1));
+        let sg = prog.subgroup.max(1);
+        for &(off, fixed) in &prog.fixed {
+            let Some(lanes) = regs.get_mut(off..off.saturating_add(t)) else {
+                continue;
+            };
+            for (i, x) in lanes.iter_mut().enumerate() {
+                // Thread ids are < 1024, so the casts are exact.
+                *x = match fixed {
+                    Fixed::Const(bits) => bits,
+                    Fixed::LocalX => (i % wx) as u32,
+                    Fixed::LocalY => ((i / wx) % wy) as u32,
+                    Fixed::Lane => (i % sg) as u32,
+                    Fixed::Ones => 1,
+                };
+            }
+        }
+        State {
+            regs,
+            shared: vec![0; prog.shared_len],
+            cur: vec![0; t],
+            next: vec![0; t],
+            halves: vec![f16::ZERO; t],
+            floats: vec![0.0; t],
+        }
+    }
+}
+
+/// Runs work-groups `lo..hi` (linear ids: x fastest) of a dispatch.
+pub(crate) fn run_groups<G: Global>(
+    prog: &Program,
+    st: &mut State,
+    mem: &mut G,
+    grid: [u32; 3],
+    lo: u64,
+    hi: u64,
+) -> Result<(), Fault> {
+    let [gx, gy, _] = grid.map(|d| (d as u64).max(1));
+    for linear in lo..hi {
+        let wg = [
+            (linear % gx) as u32,
+            ((linear / gx) % gy) as u32,
+            (linear / gx / gy) as u32,
+        ];
+        st.shared.fill(0);
+        for &(off, axis) in &prog.group_ids {
+            let v = wg.get(axis).copied().unwrap_or(0);
+            if let Some(lanes) = st.regs.get_mut(off..off.saturating_add(prog.threads)) {
+                lanes.fill(v);
+            }
+        }
+        let mut ex = Exec { prog, st, mem, wg };
+        ex.block(&prog.body, prog.ones, true)?;
+    }
+    Ok(())
+}
+
+struct Exec<'a, G> {
+    prog: &'a Program,
+    st: &'a mut State,
+    mem: &'a mut G,
+    wg: [u32; 3],
+}
+
+impl<G: Global> Exec<'_, G> {
+    fn internal(&self, what: &str) -> Fault {
+        internal(self.prog, what)
+    }
+
+    fn block(&mut self, ops: &[Op], mask: usize, full: bool) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        for op in ops {
+            let done = match op {
+                Op::Un { f, dst, a, n } => lanes::run_un(*f, &mut self.st.regs, *dst, *a, *n),
+                Op::Bin { f, dst, a, b, n } => {
+                    lanes::run_bin(*f, &mut self.st.regs, *dst, *a, *b, *n)
+                }
+                Op::Fma { dst, a, b, c, n } => {
+                    lanes::run_fma(&mut self.st.regs, *dst, [*a, *b, *c], *n)
+                }
+                Op::Select {
+                    dst,
+                    cond,
+                    a,
+                    b,
+                    comps,
+                    cond_vec,
+                } => (0..*comps).try_for_each(|c| {
+                    let at = c.checked_mul(t)?;
+                    let cond = if *cond_vec {
+                        cond.checked_add(at)?
+                    } else {
+                        *cond
+                    };
+                    let ab = [cond, a.checked_add(at)?, b.checked_add(at)?];
+                    map3(&mut self.st.regs, dst.checked_add(at)?, ab, t, |c, x, y| {
+                        if c != 0 { x } else { y }
+                    })
+                }),
+                Op::HalfToF32 { dst, a, high } => self.half(*dst, *a, *high),
+                Op::Load {
+                    space,
+                    dst,
+                    index,
+                    comps,
+                } => {
+                    self.load(*space, *dst, *index, *comps, mask)?;
+                    Some(())
+                }
+                Op::Store {
+                    space,
+                    index,
+                    value,
+                    comps,
+                } => {
+                    self.store(*space, *index, *value, *comps, mask)?;
+                    Some(())
+                }
+                Op::Atomic {
+                    f,
+                    space,
+                    index,
+                    value,
+                } => {
+                    self.atomic(*f, *space, *index, *value, mask)?;
+                    Some(())
+                }
+                Op::Reduce { f, dst, a, comps } => self.reduce(*f, *dst, *a, *comps, mask),
+                Op::Shuffle {
+                    dst,
+                    a,
+                    mask: xor,
+                    comps,
+                } => self.shuffle(*dst, *a, *xor, *comps, mask),
+                Op::Trap(code) => {
+                    let m = self.st.regs.get(mask..mask.saturating_add(t));
+                    let lane = if full {
+                        Some(0)
+                    } else {
+                        m.and_then(|m| m.iter().position(|&x| x != 0))
+                    };
+                    if let Some(lane) = lane {
+                        return Err(Fault {
+                            kernel: self.prog.name.clone(),
+                            code: *code,
+                            detail: format!("trap {code} in {}", where_(self.prog, self.wg, lane)),
+                        });
+                    }
+                    Some(())
+                }
+                Op::If(i) => {
+                    self.if_(i, mask)?;
+                    Some(())
+                }
+                Op::For(l) => {
+                    self.for_(l, mask)?;
+                    Some(())
+                }
+            };
+            if done.is_none() {
+                return Err(self.internal("a register range is outside the register file"));
+            }
+        }
+        Ok(())
+    }
+
+    fn half(&mut self, dst: usize, a: usize, high: bool) -> Option<()> {
+        let t = self.prog.threads;
+        let State {
+            regs,
+            halves,
+            floats,
+            ..
+        } = &mut *self.st;
+        let (d, [a]) = split(regs, dst, t, [(a, t)])?;
+        let shift = if high { 16 } else { 0 };
+        for (h, &x) in halves.iter_mut().zip(a) {
+            *h = f16::from_bits((x >> shift) as u16);
+        }
+        if halves.len() != floats.len() {
+            return None;
+        }
+        // ok: equal lengths, checked just above (the only panic of `convert_to_f32_slice`).
+        halves.convert_to_f32_slice(floats);
+        for (d, &y) in d.iter_mut().zip(floats.iter()) {
+            *d = y.to_bits();
+        }
+        Some(())
+    }
+
+    fn load(
+        &mut self,
+        space: Space,
+        dst: usize,
+        index: usize,
+        comps: usize,
+        mask: usize,
+    ) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        let n = comps.saturating_mul(t);
+        let State { regs, shared, .. } = &mut *self.st;
+        let buf: &[u32] = match space {
+            Space::Param(p) => self.mem.read(p),
+            Space::Shared(s) => self
+                .prog
+                .shared
+                .get(s)
+                .and_then(|&(o, l)| shared.get(o..o.checked_add(l)?)),
+        }
+        .ok_or_else(|| internal(self.prog, "a load's memory is missing"))?;
+        let (d, [idx, m]) = split(regs, dst, n, [(index, t), (mask, t)])
+            .ok_or_else(|| internal(self.prog, "a load's registers are out of range"))?;
+        let mut cols = d.chunks_exact_mut(t.max(1));
+        let mut col = || cols.next().unwrap_or_default();
+        let r = match comps {
+            1 => gather([col()], idx, m, buf),
+            2 => gather([col(), col()], idx, m, buf),
+            _ => gather([col(), col(), col(), col()], idx, m, buf),
+        };
+        r.map_err(|lane| {
+            let i = idx.get(lane).copied().unwrap_or(0);
+            let o = Oob {
+                what: "load",
+                space,
+                lane,
+                index: i,
+                comps,
+                len: buf.len(),
+            };
+            oob(self.prog, self.wg, o)
+        })
+    }
+
+    fn store(
+        &mut self,
+        space: Space,
+        index: usize,
+        value: usize,
+        comps: usize,
+        mask: usize,
+    ) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        let n = comps.saturating_mul(t);
+        let State { regs, shared, .. } = &mut *self.st;
+        let regs: &[u32] = regs;
+        let (idx, m, vals) = match (
+            regs.get(index..index.saturating_add(t)),
+            regs.get(mask..mask.saturating_add(t)),
+            regs.get(value..value.saturating_add(n)),
+        ) {
+            (Some(i), Some(m), Some(v)) => (i, m, v),
+            _ => return Err(internal(self.prog, "a store's registers are out of range")),
+        };
+        let sink = match space {
+            Space::Param(p) => self.mem.sink(p),
+            Space::Shared(s) => self
+                .prog
+                .shared
+                .get(s)
+                .and_then(|&(o, l)| shared.get_mut(o..o.checked_add(l)?))
+                .map(Sink::Direct),
+        };
+        let sink = sink.ok_or_else(|| internal(self.prog, "a store's memory is missing"))?;
+        let len = match &sink {
+            Sink::Direct(b) => b.len(),
+            Sink::Log { len, .. } => *len,
+        };
+        if let Some(lane) = first_oob(idx, m, comps, len) {
+            let i = idx.get(lane).copied().unwrap_or(0);
+            let o = Oob {
+                what: "store",
+                space,
+                lane,
+                index: i,
+                comps,
+                len,
+            };
+            return Err(oob(self.prog, self.wg, o));
+        }
+        let active = idx.iter().zip(m).enumerate().filter(|(_, (_, m))| **m != 0);
+        match sink {
+            Sink::Direct(buf) => {
+                // ok (index arithmetic below): c < comps <= 4, lane < t <= 1024, and
+                // `first_oob` found no active lane with i + comps > len.
+                for (lane, (&i, _)) in active {
+                    for c in 0..comps {
+                        let v = vals.get(c * t + lane).copied().unwrap_or(0);
+                        if let Some(w) = buf.get_mut(i as usize + c) {
+                            *w = v;
+                        }
+                    }
+                }
+            }
+            Sink::Log { log, param, .. } => {
+                // ok: as above.
+                for (lane, (&i, _)) in active {
+                    for c in 0..comps {
+                        let value = vals.get(c * t + lane).copied().unwrap_or(0);
+                        let index = i as usize + c;
+                        log.push(Write {
+                            param,
+                            index,
+                            value,
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn atomic(
+        &mut self,
+        f: Comb,
+        space: Space,
+        index: usize,
+        value: usize,
+        mask: usize,
+    ) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        let State { regs, shared, .. } = &mut *self.st;
+        let regs: &[u32] = regs;
+        let (idx, m, vals) = match (
+            regs.get(index..index.saturating_add(t)),
+            regs.get(mask..mask.saturating_add(t)),
+            regs.get(value..value.saturating_add(t)),
+        ) {
+            (Some(i), Some(m), Some(v)) => (i, m, v),
+            _ => {
+                return Err(internal(
+                    self.prog,
+                    "an atomic's registers are out of range",
+                ));
+            }
+        };
+        let buf = match space {
+            Space::Param(p) => match self.mem.sink(p) {
+                Some(Sink::Direct(b)) => Some(b),
+                _ => None,
+            },
+            Space::Shared(s) => self
+                .prog
+                .shared
+                .get(s)
+                .and_then(|&(o, l)| shared.get_mut(o..o.checked_add(l)?)),
+        };
+        let buf = buf.ok_or_else(|| internal(self.prog, "an atomic's memory is missing"))?;
+        if let Some(lane) = first_oob(idx, m, 1, buf.len()) {
+            let i = idx.get(lane).copied().unwrap_or(0);
+            let o = Oob {
+                what: "atomic",
+                space,
+                lane,
+                index: i,
+                comps: 1,
+                len: buf.len(),
+            };
+            return Err(oob(self.prog, self.wg, o));
+        }
+        for ((&i, &m), &v) in idx.iter().zip(m).zip(vals) {
+            if m != 0
+                && let Some(w) = buf.get_mut(i as usize)
+            {
+                *w = comb(f, *w, v);
+            }
+        }
+        Ok(())
+    }
+
+    /// A butterfly over lane xor `w/2, ..., 2, 1` within each subgroup of width `w`, inactive
+    /// lanes contributing the identity; every lane gets its own butterfly's result.
+    fn reduce(&mut self, f: Comb, dst: usize, a: usize, comps: usize, mask: usize) -> Option<()> {
+        let t = self.prog.threads;
+        let w = self.prog.subgroup.max(1);
+        let id = identity(f);
+        let State {
+            regs, cur, next, ..
+        } = &mut *self.st;
+        for c in 0..comps {
+            let at = c.checked_mul(t)?;
+            let (d, [a, m]) = split(
+                regs,
+                dst.checked_add(at)?,
+                t,
+                [(a.checked_add(at)?, t), (mask, t)],
+            )?;
+            for ((x, &y), &m) in cur.iter_mut().zip(a).zip(m) {
+                *x = if m != 0 { y } else { id };
+            }
+            let mut step = w / 2;
+            while step > 0 {
+                for (i, x) in next.iter_mut().enumerate() {
+                    let own = cur.get(i).copied().unwrap_or(id);
+                    let other = cur.get(i ^ step).copied().unwrap_or(id);
+                    *x = comb(f, own, other);
+                }
+                std::mem::swap(cur, next);
+                step /= 2;
+            }
+            d.copy_from_slice(cur.get(..t)?);
+        }
+        Some(())
+    }
+
+    /// Lane `l` reads lane `l ^ xor` of its subgroup, or keeps its own value when that lane
+    /// is outside the subgroup or inactive.
+    fn shuffle(&mut self, dst: usize, a: usize, xor: u32, comps: usize, mask: usize) -> Option<()> {
+        let t = self.prog.threads;
+        let w = self.prog.subgroup.max(1);
+        let regs = &mut self.st.regs;
+        for c in 0..comps {
+            let at = c.checked_mul(t)?;
+            let (d, [a, m]) = split(
+                regs,
+                dst.checked_add(at)?,
+                t,
+                [(a.checked_add(at)?, t), (mask, t)],
+            )?;
+            for (i, x) in d.iter_mut().enumerate() {
+                let own = a.get(i).copied().unwrap_or(0);
+                let lane = i % w;
+                let src_lane = (lane as u64) ^ (xor as u64);
+                let src = (i - lane) as u64 + src_lane; // ok: lane = i % w <= i
+                *x = if src_lane < w as u64 && m.get(src as usize) == Some(&1) {
+                    a.get(src as usize).copied().unwrap_or(own)
+                } else {
+                    own
+                };
+            }
+        }
+        Some(())
+    }
+
+    fn if_(&mut self, i: &IfOp, mask: usize) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        let regs = &mut self.st.regs;
+        let mut counts = [0usize; 2];
+        for (slot, want, n) in [(i.then_mask, 1u32, 0usize), (i.else_mask, 0, 1)] {
+            let (d, [c, m]) = split(regs, slot, t, [(i.cond, t), (mask, t)])
+                .ok_or_else(|| internal(self.prog, "an if's registers are out of range"))?;
+            let mut k = 0;
+            for ((d, &c), &m) in d.iter_mut().zip(c).zip(m) {
+                *d = (m != 0 && (c != 0) as u32 == want) as u32;
+                k += *d as usize;
+            }
+            if let Some(x) = counts.get_mut(n) {
+                *x = k;
+            }
+        }
+        let [nt, ne] = counts;
+        if nt > 0 {
+            self.block(&i.then, i.then_mask, nt == t)?;
+        }
+        if ne > 0 {
+            self.block(&i.els, i.else_mask, ne == t)?;
+        }
+        for &(dst, a, b, n) in &i.merges {
+            let merged = (0..n / t.max(1)).try_for_each(|c| {
+                let at = c.checked_mul(t)?;
+                let ab = [i.cond, a.checked_add(at)?, b.checked_add(at)?];
+                map3(&mut self.st.regs, dst.checked_add(at)?, ab, t, |c, x, y| {
+                    if c != 0 { x } else { y }
+                })
+            });
+            merged.ok_or_else(|| self.internal("an if's results are out of range"))?;
+        }
+        Ok(())
+    }
+
+    fn for_(&mut self, l: &ForOp, mask: usize) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        let bad = |p: &Program| internal(p, "a loop's registers are out of range");
+        let copy = |x| x;
+        let regs = &mut self.st.regs;
+        map1(regs, l.var, l.start, t, copy).ok_or_else(|| bad(self.prog))?;
+        map1(regs, l.mask, mask, t, copy).ok_or_else(|| bad(self.prog))?;
+        for c in &l.carried {
+            map1(regs, c.param, c.init, c.n, copy).ok_or_else(|| bad(self.prog))?;
+        }
+        loop {
+            let regs = &mut self.st.regs;
+            let (mk, [v, e]) =
+                split(regs, l.mask, t, [(l.var, t), (l.end, t)]).ok_or_else(|| bad(self.prog))?;
+            let mut k = 0;
+            for ((m, &v), &e) in mk.iter_mut().zip(v).zip(e) {
+                *m &= (v < e) as u32;
+                k += *m as usize;
+            }
+            if k == 0 {
+                break;
+            }
+            self.block(&l.body, l.mask, k == t)?;
+            let regs = &mut self.st.regs;
+            let ok = l.carried.iter().try_for_each(|c| {
+                if l.staged {
+                    map1(regs, c.stage, c.yielded, c.n, copy)
+                } else {
+                    masked_copy(regs, c.param, c.yielded, l.mask, c.n, t)
+                }
+            });
+            ok.ok_or_else(|| bad(self.prog))?;
+            if l.staged {
+                let ok = l
+                    .carried
+                    .iter()
+                    .try_for_each(|c| masked_copy(regs, c.param, c.stage, l.mask, c.n, t));
+                ok.ok_or_else(|| bad(self.prog))?;
+            }
+            // A thread whose next induction value would overflow has finished.
+            let step = l.step;
+            let (mk, [v]) = split(regs, l.mask, t, [(l.var, t)]).ok_or_else(|| bad(self.prog))?;
+            for (m, &v) in mk.iter_mut().zip(v) {
+                *m &= v.checked_add(step).is_some() as u32;
+            }
+            let (v, [mk]) = split(regs, l.var, t, [(l.mask, t)]).ok_or_else(|| bad(self.prog))?;
+            for (v, &m) in v.iter_mut().zip(mk) {
+                *v = v.wrapping_add(step.wrapping_mul(m));
+            }
+        }
+        let regs = &mut self.st.regs;
+        for c in &l.carried {
+            map1(regs, c.result, c.param, c.n, copy).ok_or_else(|| bad(self.prog))?;
+        }
+        Ok(())
+    }
+}
+
+/// Where a thread is, for fault details.
+fn where_(prog: &Program, wg: [u32; 3], lane: usize) -> String {
+    let [wx, wy, _] = prog.workgroup.map(|d| (d as usize).max(1));
+    format!(
+        "thread [{}, {}, {}] of work-group {wg:?}",
+        lane % wx,
+        (lane / wx) % wy,
+        lane / wx / wy,
+    )
+}
+
+fn space_name(prog: &Program, space: Space) -> String {
+    match space {
+        Space::Param(p) => {
+            let name = prog.params.get(p).map_or("?", |(n, _)| n.as_str());
+            format!("param {p} `{name}`")
+        }
+        Space::Shared(s) => format!("shared array {s}"),
+    }
+}
+
+/// An access of `comps` elements at `index` by thread `lane` that leaves `len` elements.
+struct Oob {
+    what: &'static str,
+    space: Space,
+    lane: usize,
+    index: u32,
+    comps: usize,
+    len: usize,
+}
+
+fn oob(prog: &Program, wg: [u32; 3], o: Oob) -> Fault {
+    let x = if o.comps > 1 {
+        format!(" (x{})", o.comps)
+    } else {
+        String::new()
+    };
+    Fault {
+        kernel: prog.name.clone(),
+        code: OUT_OF_BOUNDS,
+        detail: format!(
+            "{} of {} at index {}{x} is outside its {} elements, in {}",
+            o.what,
+            space_name(prog, o.space),
+            o.index,
+            o.len,
+            where_(prog, wg, o.lane)
+        ),
+    }
+}
+
+/// The first active lane whose access of `comps` elements at its index leaves `len`.
+fn first_oob(idx: &[u32], mask: &[u32], comps: usize, len: usize) -> Option<usize> {
+    let limit = len.checked_sub(comps);
+    idx.iter()
+        .zip(mask)
+        .position(|(&i, &m)| m != 0 && limit.is_none_or(|l| i as usize > l))
+}
+
+/// Reads `N` consecutive words at each active lane's index into component columns; `Err`
+/// names the first active lane whose access leaves `buf` (nothing is written then).
+fn gather<const N: usize>(
+    mut cols: [&mut [u32]; N],
+    idx: &[u32],
+    mask: &[u32],
+    buf: &[u32],
+) -> Result<(), usize> {
+    if let Some(lane) = first_oob(idx, mask, N, buf.len()) {
+        return Err(lane);
+    }
+    for (lane, (&i, &m)) in idx.iter().zip(mask).enumerate() {
+        if m == 0 {
+            continue;
+        }
+        let i = i as usize;
+        // ok: `first_oob` found no active lane with i + N > len.
+        let Some(words) = buf.get(i..i + N) else {
+            continue;
+        };
+        for (col, &w) in cols.iter_mut().zip(words) {
+            if let Some(x) = col.get_mut(lane) {
+                *x = w;
+            }
+        }
+    }
+    Ok(())
+}
