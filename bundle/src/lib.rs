@@ -79,7 +79,7 @@ pub use format::{
     WEIGHT_ALIGN, write, write_file,
 };
 pub use inspect::inspect;
-pub use open::{OpenedBundle, open, open_bytes};
+pub use open::{OpenedBundle, missing_entry, open, open_bytes};
 pub use pack::WeightPacker;
 pub use types::{
     Arena, ArenaSizes, Binding, Dispatch, Entry, EntryKey, KernelCode, Manifest, ModelInfo,

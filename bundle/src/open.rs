@@ -162,7 +162,7 @@ impl fmt::Debug for OpenedBundle {
 /// The error for a key no entry has. Each part of the key that no entry of the bundle has
 /// becomes its compile flag; when every part exists but not together, the flags of the key's
 /// shape (step kind, rows, cap).
-fn missing_entry(entries: &[Entry], key: &EntryKey) -> BundleError {
+pub fn missing_entry(entries: &[Entry], key: &EntryKey) -> BundleError {
     let rows_flag = format!("--batch {}", key.rows);
     let cap_flag = format!("--cap {}", key.cap);
     let sampling_flag = format!("--sampling {}", key.sampling);

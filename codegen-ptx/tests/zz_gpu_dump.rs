@@ -1,7 +1,9 @@
 //! TEMPORARY: writes numeric-check kernels for a GPU run.
 mod common;
 use poot_codegen_ptx::{PtxTarget, render};
-use poot_kir::{Access, BinOp, CmpOp, Expr, Kernel, KernelBuilder, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_kir::{
+    Access, BinOp, CmpOp, Expr, Kernel, KernelBuilder, ReduceOp, Scalar, Special, UnOp, Val,
+};
 
 fn idx(b: &mut KernelBuilder) -> Val {
     let t = b.special(Special::LocalX);
@@ -148,24 +150,55 @@ fn warp() -> Kernel {
 
 #[test]
 fn dump() {
-    let Some(dir) = std::env::var_os("POOT_PTX_DUMP") else { return };
+    let Some(dir) = std::env::var_os("POOT_PTX_DUMP") else {
+        return;
+    };
     let dir = std::path::PathBuf::from(dir);
     let mut ks: Vec<Kernel> = vec![];
-    for op in [UnOp::Exp, UnOp::Sin, UnOp::Cos, UnOp::Rsqrt, UnOp::Sqrt, UnOp::Recip, UnOp::Abs, UnOp::Neg] {
+    for op in [
+        UnOp::Exp,
+        UnOp::Sin,
+        UnOp::Cos,
+        UnOp::Rsqrt,
+        UnOp::Sqrt,
+        UnOp::Recip,
+        UnOp::Abs,
+        UnOp::Neg,
+    ] {
         ks.push(un(op));
     }
     for op in [BinOp::Min, BinOp::Max, BinOp::Div] {
         ks.push(bin(op, Scalar::F32));
     }
     for s in [Scalar::I32, Scalar::U32] {
-        for op in [BinOp::Div, BinOp::Rem, BinOp::Shl, BinOp::Shr, BinOp::Mul, BinOp::Min] {
+        for op in [
+            BinOp::Div,
+            BinOp::Rem,
+            BinOp::Shl,
+            BinOp::Shr,
+            BinOp::Mul,
+            BinOp::Min,
+        ] {
             ks.push(bin(op, s));
         }
     }
-    for op in [CmpOp::Lt, CmpOp::Le, CmpOp::Eq, CmpOp::Ne, CmpOp::Gt, CmpOp::Ge] {
+    for op in [
+        CmpOp::Lt,
+        CmpOp::Le,
+        CmpOp::Eq,
+        CmpOp::Ne,
+        CmpOp::Gt,
+        CmpOp::Ge,
+    ] {
         ks.push(cmp(op));
     }
-    for (f, t) in [(Scalar::F32, Scalar::I32), (Scalar::F32, Scalar::U32), (Scalar::I32, Scalar::F32), (Scalar::U32, Scalar::F32), (Scalar::I32, Scalar::U32)] {
+    for (f, t) in [
+        (Scalar::F32, Scalar::I32),
+        (Scalar::F32, Scalar::U32),
+        (Scalar::I32, Scalar::F32),
+        (Scalar::U32, Scalar::F32),
+        (Scalar::I32, Scalar::U32),
+    ] {
         ks.push(conv(f, t));
     }
     ks.push(halves());

@@ -44,7 +44,9 @@ fn render(target: Target, k: &poot_kir::Kernel) -> Result<Vec<u8>> {
                 .map(String::into_bytes)
                 .map_err(|e| CompileError::Lower(e.to_string()))
         }
-        Target::Spirv => Err(CompileError::Lower("the SPIR-V target is not built yet".into())),
+        Target::Spirv => Err(CompileError::Lower(
+            "the SPIR-V target is not built yet".into(),
+        )),
     }
 }
 
@@ -56,13 +58,22 @@ pub fn compile(
     progress: &mut dyn FnMut(usize, usize, &str),
 ) -> Result<(Manifest, Vec<u8>)> {
     if opts.cap == 0 || opts.rows == 0 {
-        return Err(CompileError::Lower("--cap and --batch must be positive".into()));
+        return Err(CompileError::Lower(
+            "--cap and --batch must be positive".into(),
+        ));
     }
     if let Some(t) = opts.prefill_chunks.iter().find(|&&t| t < 2 || t > opts.cap) {
-        return Err(CompileError::Lower(format!("prefill chunk {t} must be in 2..={}", opts.cap)));
+        return Err(CompileError::Lower(format!(
+            "prefill chunk {t} must be in 2..={}",
+            opts.cap
+        )));
     }
     let mut shapes = vec![StepShape::decode(opts.rows, opts.cap)];
-    shapes.extend(opts.prefill_chunks.iter().map(|&t| StepShape::prefill(opts.rows, t, opts.cap)));
+    shapes.extend(
+        opts.prefill_chunks
+            .iter()
+            .map(|&t| StepShape::prefill(opts.rows, t, opts.cap)),
+    );
     let total = shapes.len() + opts.targets.len();
     let mut tables = Tables::new(opts.cap);
     let mut planner = Planner::new(model);
@@ -71,7 +82,13 @@ pub fn compile(
         let mut g = trace(model, *step)?;
         optimize(&mut g, PassOptions::default())?;
         let p = lower(&g, LowerTarget { subgroup: SUBGROUP }, &mut tables)?;
-        let kind = if step.tokens == 1 { StepKind::Decode } else { StepKind::Prefill { tokens: step.tokens as u32 } };
+        let kind = if step.tokens == 1 {
+            StepKind::Decode
+        } else {
+            StepKind::Prefill {
+                tokens: step.tokens as u32,
+            }
+        };
         let key = EntryKey {
             program: "generate".into(),
             kind,
@@ -104,7 +121,10 @@ pub fn compile(
     let spec = &model.spec;
     let codec = model.codec.as_ref();
     let text = TextInfo {
-        tokenizer_json: codec.map(|c| c.tokenizer_json()).transpose()?.unwrap_or_default(),
+        tokenizer_json: codec
+            .map(|c| c.tokenizer_json())
+            .transpose()?
+            .unwrap_or_default(),
         chat_template: codec.and_then(|c| c.template.clone()),
         bos: codec.and_then(|c| c.bos),
         eos: codec.and_then(|c| c.eos),

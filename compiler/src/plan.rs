@@ -73,7 +73,13 @@ impl<'m> Planner<'m> {
             state_size: 0,
             tables_packed: 0,
             entries: Vec::new(),
-            arenas: ArenaSizes { weights: 0, state: 0, slots: 0, scratch: 0, readback: 0 },
+            arenas: ArenaSizes {
+                weights: 0,
+                state: 0,
+                slots: 0,
+                scratch: 0,
+                readback: 0,
+            },
         }
     }
 
@@ -97,7 +103,13 @@ impl<'m> Planner<'m> {
     }
 
     /// Adds `program` as the entry `key`; `tables` are the bundle's shared tables.
-    pub fn add(&mut self, key: EntryKey, p: &Program, tables: &Tables, readback: Readback) -> Result<()> {
+    pub fn add(
+        &mut self,
+        key: EntryKey,
+        p: &Program,
+        tables: &Tables,
+        readback: Readback,
+    ) -> Result<()> {
         self.pack_tables(tables);
         let g = &p.graph;
         let bytes_of = |v: Value| 4 * g.ty(v).shape.numel() as u64;
@@ -110,7 +122,11 @@ impl<'m> Planner<'m> {
                 let text = poot_kir::print(&blank);
                 *self.by_text.entry(text).or_insert_with(|| {
                     let mut k = k.clone();
-                    let kind = k.name.rsplit_once('_').map_or(k.name.as_str(), |(a, _)| a).to_string();
+                    let kind = k
+                        .name
+                        .rsplit_once('_')
+                        .map_or(k.name.as_str(), |(a, _)| a)
+                        .to_string();
                     k.name = format!("{kind}_{}", self.kernels.len());
                     self.kernels.push(k);
                     self.kernels.len() - 1
@@ -145,7 +161,12 @@ impl<'m> Planner<'m> {
                 }
                 Some(_) => {}
                 None => {
-                    let info = StateInfo { name: name.to_string(), offset: self.state_size, len, dims };
+                    let info = StateInfo {
+                        name: name.to_string(),
+                        offset: self.state_size,
+                        len,
+                        dims,
+                    };
                     self.state_size = align(self.state_size + len);
                     self.state.insert(name.to_string(), info);
                 }
@@ -177,7 +198,11 @@ impl<'m> Planner<'m> {
         for (i, d) in p.dispatches.iter().enumerate() {
             for (b, _) in &d.args {
                 let len = match b {
-                    Buf::Value(v) if matches!(g.nodes[*v].op, Op::Weight(_) | Op::State(_) | Op::Slot(_)) => continue,
+                    Buf::Value(v)
+                        if matches!(g.nodes[*v].op, Op::Weight(_) | Op::State(_) | Op::Slot(_)) =>
+                    {
+                        continue;
+                    }
                     Buf::Value(_) if read_at.contains_key(b) => continue,
                     Buf::Value(v) => bytes_of(*v),
                     Buf::Scratch(..) => p.scratch.get(b).copied().unwrap_or(0),
@@ -245,26 +270,60 @@ impl<'m> Planner<'m> {
                         bytes_read += w.len;
                         (Arena::Weights, w.offset, w.len)
                     }
-                    Buf::Scratch(..) => (Arena::Scratch, scratch_at[b], p.scratch.get(b).copied().unwrap_or(0)),
+                    Buf::Scratch(..) => (
+                        Arena::Scratch,
+                        scratch_at[b],
+                        p.scratch.get(b).copied().unwrap_or(0),
+                    ),
                 };
-                bindings.push(Binding { arena, offset, len, writes });
+                bindings.push(Binding {
+                    arena,
+                    offset,
+                    len,
+                    writes,
+                });
             }
-            dispatches.push(Dispatch { kernel: kmap[d.kernel] as u32, grid: d.grid, bindings, work: d.work });
+            dispatches.push(Dispatch {
+                kernel: kmap[d.kernel] as u32,
+                grid: d.grid,
+                bindings,
+                work: d.work,
+            });
         }
-        let state: Vec<StateInfo> = p.states.iter().map(|(name, _)| self.state[name].clone()).collect();
+        let state: Vec<StateInfo> = p
+            .states
+            .iter()
+            .map(|(name, _)| self.state[name].clone())
+            .collect();
         self.arenas.slots = self.arenas.slots.max(slot_size);
         self.arenas.scratch = self.arenas.scratch.max(scratch_size);
         self.arenas.readback = self.arenas.readback.max(read_size);
-        self.entries.push(Entry { key, dispatches, slots, readback: readbacks, state, scratch_bytes: scratch_size, bytes_read });
+        self.entries.push(Entry {
+            key,
+            dispatches,
+            slots,
+            readback: readbacks,
+            state,
+            scratch_bytes: scratch_size,
+            bytes_read,
+        });
         Ok(())
     }
 
     fn bind_weight(&mut self, role: poot_ir::WeightRole) -> Result<WeightInfo> {
         let m = self.model;
-        let missing = || CompileError::MissingTensor { path: m.path.clone(), tensor: poot_ir::role_text(role) };
+        let missing = || CompileError::MissingTensor {
+            path: m.path.clone(),
+            tensor: poot_ir::role_text(role),
+        };
         let name = m.map.get(&role).ok_or_else(missing)?;
         let view = m.store.view(name).ok_or_else(missing)?;
-        Ok(self.weight(&poot_ir::role_text(role), view.dtype.name(), view.dims, view.bytes))
+        Ok(self.weight(
+            &poot_ir::role_text(role),
+            view.dtype.name(),
+            view.dims,
+            view.bytes,
+        ))
     }
 
     /// The arena sizes, the weight map and the weights section.

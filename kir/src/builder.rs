@@ -258,7 +258,10 @@ impl KernelBuilder {
         body: Vec<Inst>,
         yields: Vec<Val>,
     ) -> Vec<Val> {
-        let results: Vec<Val> = carried.iter().map(|c| self.fresh(self.ty(c.init))).collect();
+        let results: Vec<Val> = carried
+            .iter()
+            .map(|c| self.fresh(self.ty(c.init)))
+            .collect();
         self.emit(Inst::For {
             var,
             start,

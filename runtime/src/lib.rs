@@ -1,10 +1,21 @@
-//! poot-runtime: the runtime that replays bundles.
+//! poot-runtime: opens bundles, captures each entry once and replays it per token.
 //!
-//! It will own the object-safe `Executor`, `Engine<D: Device>`, the thin `Device` trait and the
-//! devices behind cargo features (CUDA, Vulkan, wgpu, ROCm, and the reference device that
-//! executes kernel IR on the CPU), the `Driver`, the tokenizer and sampling parameters. It links
-//! no compiler and no graph IR. Filled by the bundle/CUDA issue.
+//! Design invariants: the runtime links no compiler and no graph IR; the `Driver` runs on a
+//! `dyn Executor` and never branches on a backend; `Engine<D>` implements the executor once
+//! for every `Device`; every failure is a typed error and nothing here panics.
 //!
-//! Modules: [`reference`], the reference device's execution core (kir kernels on the CPU).
+//! Modules: `executor` (the contract), `engine` (the generic implementation), `device` (the
+//! per-backend trait), `devices` (reference; CUDA behind the `cuda` feature), `reference`
+//! (the reference device's execution core), `driver` (generation over an executor).
 
+mod device;
+pub mod devices;
+mod engine;
+mod error;
+mod executor;
 pub mod reference;
+
+pub use device::Device;
+pub use engine::Engine;
+pub use error::{DeviceError, Result, RuntimeError};
+pub use executor::{EntryId, Executor, Stats, StepOutput};

@@ -72,3 +72,5 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
         })
         .unwrap_or_default()
 }
+
+pub mod tier2;

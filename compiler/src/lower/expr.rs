@@ -58,8 +58,22 @@ pub struct Emit<'a> {
 
 impl<'a> Emit<'a> {
     /// Starts a kernel.
-    pub fn new(g: &'a Graph, pl: &'a Placement, tables: &'a mut Tables, kb: KernelBuilder) -> Emit<'a> {
-        Emit { g, pl, tables, kb, params: Vec::new(), mems: HashMap::new(), overrides: HashMap::new(), root: None }
+    pub fn new(
+        g: &'a Graph,
+        pl: &'a Placement,
+        tables: &'a mut Tables,
+        kb: KernelBuilder,
+    ) -> Emit<'a> {
+        Emit {
+            g,
+            pl,
+            tables,
+            kb,
+            params: Vec::new(),
+            mems: HashMap::new(),
+            overrides: HashMap::new(),
+            root: None,
+        }
     }
 
     /// The parameter for `buf`, added on first use.
@@ -86,7 +100,10 @@ impl<'a> Emit<'a> {
 
     /// The parameter backing value `v` (which must have a buffer).
     pub fn buffer(&mut self, v: Value, access: Access) -> Result<Mem> {
-        let b = self.pl.buffer_of(v).ok_or_else(|| super::place::unsupported(self.g, v, "a buffer for an inline value"))?;
+        let b = self
+            .pl
+            .buffer_of(v)
+            .ok_or_else(|| super::place::unsupported(self.g, v, "a buffer for an inline value"))?;
         Ok(self.mem(Buf::Value(b), elem(self.g.ty(v).dtype), access))
     }
 
@@ -106,11 +123,16 @@ impl<'a> Emit<'a> {
         let mut stride = 1usize;
         for (d, &i) in dims.iter().zip(idx).rev() {
             if *d != 1 {
-                let term = if stride == 1 { i } else {
+                let term = if stride == 1 {
+                    i
+                } else {
                     let s = self.u(stride);
                     self.kb.mul(i, s)
                 };
-                acc = Some(match acc { Some(a) => self.kb.add(a, term), None => term });
+                acc = Some(match acc {
+                    Some(a) => self.kb.add(a, term),
+                    None => term,
+                });
             }
             stride *= d;
         }
@@ -153,7 +175,10 @@ impl<'a> Emit<'a> {
     pub fn broadcast_idx(&mut self, operand: Value, out_rank: usize, idx: &[Val]) -> Vec<Val> {
         let dims = self.g.ty(operand).shape.0.clone();
         let off = out_rank - dims.len();
-        dims.iter().enumerate().map(|(i, &d)| if d == 1 { self.u(0) } else { idx[off + i] }).collect()
+        dims.iter()
+            .enumerate()
+            .map(|(i, &d)| if d == 1 { self.u(0) } else { idx[off + i] })
+            .collect()
     }
 
     /// `if cond { then }`.
@@ -195,7 +220,9 @@ impl<'a> Emit<'a> {
         self.kb.begin();
         let yields = body(self, var, &params)?;
         let b = self.kb.end();
-        Ok(self.kb.finish_for(var, start, end, step, carried, b, yields))
+        Ok(self
+            .kb
+            .finish_for(var, start, end, step, carried, b, yields))
     }
 
     /// Element `idx` of `root` computed from its own op, even though `root` has a buffer
@@ -216,7 +243,13 @@ impl<'a> Emit<'a> {
             _ if self.root == Some(v) => {}
             Place::Inline => {}
             _ if self.pl.buffer_of(v).is_some() => return self.from_buffer(v, idx),
-            _ => return Err(super::place::unsupported(self.g, v, "a value computed inside another kernel")),
+            _ => {
+                return Err(super::place::unsupported(
+                    self.g,
+                    v,
+                    "a value computed inside another kernel",
+                ));
+            }
         }
         let g = self.g;
         let node = &g.nodes[v];
@@ -243,7 +276,10 @@ impl<'a> Emit<'a> {
                 self.unary(*u, x)
             }
             Op::Binary(b) => {
-                let (ia, ib) = (self.broadcast_idx(arg(0), rank, idx), self.broadcast_idx(arg(1), rank, idx));
+                let (ia, ib) = (
+                    self.broadcast_idx(arg(0), rank, idx),
+                    self.broadcast_idx(arg(1), rank, idx),
+                );
                 let x = self.value(arg(0), &ia)?;
                 let y = self.value(arg(1), &ib)?;
                 let op = match b {
@@ -257,7 +293,10 @@ impl<'a> Emit<'a> {
                 self.kb.bin(op, x, y)
             }
             Op::Compare(c) => {
-                let (ia, ib) = (self.broadcast_idx(arg(0), rank, idx), self.broadcast_idx(arg(1), rank, idx));
+                let (ia, ib) = (
+                    self.broadcast_idx(arg(0), rank, idx),
+                    self.broadcast_idx(arg(1), rank, idx),
+                );
                 let x = self.value(arg(0), &ia)?;
                 let y = self.value(arg(1), &ib)?;
                 let op = match c {
@@ -269,7 +308,10 @@ impl<'a> Emit<'a> {
             }
             Op::Select => {
                 let ic = self.broadcast_idx(arg(0), rank, idx);
-                let (ia, ib) = (self.broadcast_idx(arg(1), rank, idx), self.broadcast_idx(arg(2), rank, idx));
+                let (ia, ib) = (
+                    self.broadcast_idx(arg(1), rank, idx),
+                    self.broadcast_idx(arg(2), rank, idx),
+                );
                 let c = self.value(arg(0), &ic)?;
                 let x = self.value(arg(1), &ia)?;
                 let y = self.value(arg(2), &ib)?;
@@ -289,13 +331,19 @@ impl<'a> Emit<'a> {
                         self.kb.select(x, one, zero)
                     }
                     (_, DType::Bool) => {
-                        let z = match from { DType::F32 => self.kb.f32(0.0), DType::I32 => self.kb.i32(0), _ => self.kb.u32(0) };
+                        let z = match from {
+                            DType::F32 => self.kb.f32(0.0),
+                            DType::I32 => self.kb.i32(0),
+                            _ => self.kb.u32(0),
+                        };
                         self.kb.cmp(KCmp::Ne, x, z)
                     }
                     _ => self.kb.convert(x, elem(to)),
                 }
             }
-            Op::Rope { layout, base, dims } => self.rope(v, arg(0), arg(1), *layout, base.0, *dims, idx)?,
+            Op::Rope { layout, base, dims } => {
+                self.rope(v, arg(0), arg(1), *layout, base.0, *dims, idx)?
+            }
             Op::Gather => {
                 let ids_dims = g.ty(arg(1)).shape.rank();
                 let id = self.value(arg(1), &idx[..ids_dims])?;
@@ -345,7 +393,16 @@ impl<'a> Emit<'a> {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn rope(&mut self, v: Value, x: Value, pos: Value, layout: RopeLayout, base: f32, dims: usize, idx: &[Val]) -> Result<Val> {
+    fn rope(
+        &mut self,
+        v: Value,
+        x: Value,
+        pos: Value,
+        layout: RopeLayout,
+        base: f32,
+        dims: usize,
+        idx: &[Val],
+    ) -> Result<Val> {
         let (cos_t, sin_t, len) = self.tables.rope(base, dims);
         let half = dims / 2;
         let d = idx[3];
@@ -374,7 +431,10 @@ impl<'a> Emit<'a> {
                 (lo, first, lo)
             }
         };
-        let step = match layout { RopeLayout::Pairs => 1, RopeLayout::Halves => half };
+        let step = match layout {
+            RopeLayout::Pairs => 1,
+            RopeLayout::Halves => half,
+        };
         let step = self.u(step);
         let hi = self.kb.add(lo, step);
         // Out-of-rotation lanes read their own element (clamped partners stay in range).

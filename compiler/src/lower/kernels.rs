@@ -24,7 +24,11 @@ pub struct Launch {
 }
 
 fn launch(grid: [usize; 3], work: usize) -> Launch {
-    Launch { grid: grid.map(|g| g.max(1) as u32), work: work as u64, scratch: Vec::new() }
+    Launch {
+        grid: grid.map(|g| g.max(1) as u32),
+        work: work as u64,
+        scratch: Vec::new(),
+    }
 }
 
 fn gid(e: &mut Emit, wg: usize) -> Val {
@@ -53,7 +57,11 @@ fn bytes(e: &Emit, v: Value) -> usize {
 }
 
 fn args<const N: usize>(e: &Emit, v: Value) -> Result<[Value; N]> {
-    e.g.nodes[v].args.clone().try_into().map_err(|_| unsupported(e.g, v, "an operand count"))
+    e.g.nodes[v]
+        .args
+        .clone()
+        .try_into()
+        .map_err(|_| unsupported(e.g, v, "an operand count"))
 }
 
 /// One thread per element of `root`, computed inline.
@@ -150,7 +158,10 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
             }
             Ok(next)
         })?;
-        let sums: Vec<Val> = acc.iter().map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a)).collect();
+        let sums: Vec<Val> = acc
+            .iter()
+            .map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a))
+            .collect();
         let zero_u = e.u(0);
         let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
         e.when(first, |e| {
@@ -176,7 +187,10 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
             Ok(())
         })
     })?;
-    Ok(launch([n.div_ceil(MM_WARPS), rows.div_ceil(rb), 1], n * row_bytes + 4 * rows * k))
+    Ok(launch(
+        [n.div_ceil(MM_WARPS), rows.div_ceil(rb), 1],
+        n * row_bytes + 4 * rows * k,
+    ))
 }
 
 const NORM_THREADS: usize = 256;
@@ -310,7 +324,10 @@ fn tree(
     combine: &dyn Fn(&mut Emit, &[Val], &[Val]) -> Vec<Val>,
 ) -> Result<Vec<Val>> {
     let local = e.kb.special(Special::LocalX);
-    let shs: Vec<_> = vals.iter().map(|v| e.kb.shared(e.kb.ty(*v).scalar, RED_THREADS as u32)).collect();
+    let shs: Vec<_> = vals
+        .iter()
+        .map(|v| e.kb.shared(e.kb.ty(*v).scalar, RED_THREADS as u32))
+        .collect();
     for (s, &v) in shs.iter().zip(&vals) {
         e.kb.store(*s, local, v);
     }
@@ -351,21 +368,27 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
     let base = e.kb.mul(row, nv);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let none = e.kb.u32(u32::MAX);
-    let found = e.repeat(local, nv, RED_THREADS as u32, &[ninf, none, none], |e, k, c| {
-        let at = e.kb.add(base, k);
-        let v = e.kb.load(xm, at, 1);
-        let nan = e.kb.un(UnOp::IsNan, v);
-        let ok = e.kb.un(UnOp::Not, nan);
-        let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
-        let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
-        let better = e.kb.bin(BinOp::Or, empty, gt);
-        let take = e.kb.bin(BinOp::And, ok, better);
-        let bv = e.kb.select(take, v, c[0]);
-        let bi = e.kb.select(take, k, c[1]);
-        let first_nan = e.kb.bin(BinOp::Min, c[2], k);
-        let fi = e.kb.select(nan, first_nan, c[2]);
-        Ok(vec![bv, bi, fi])
-    })?;
+    let found = e.repeat(
+        local,
+        nv,
+        RED_THREADS as u32,
+        &[ninf, none, none],
+        |e, k, c| {
+            let at = e.kb.add(base, k);
+            let v = e.kb.load(xm, at, 1);
+            let nan = e.kb.un(UnOp::IsNan, v);
+            let ok = e.kb.un(UnOp::Not, nan);
+            let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
+            let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
+            let better = e.kb.bin(BinOp::Or, empty, gt);
+            let take = e.kb.bin(BinOp::And, ok, better);
+            let bv = e.kb.select(take, v, c[0]);
+            let bi = e.kb.select(take, k, c[1]);
+            let first_nan = e.kb.bin(BinOp::Min, c[2], k);
+            let fi = e.kb.select(nan, first_nan, c[2]);
+            Ok(vec![bv, bi, fi])
+        },
+    )?;
     let r = tree(e, found, &|e, a, b| {
         let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
         let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
@@ -428,7 +451,12 @@ const ATT_CHUNK_PER_LANE: usize = 4;
 /// per chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
 /// output; the second combines the chunks. A position the mask hides skips its dot product
 /// and value reads. One subgroup per work-group.
-pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention, sub: u32) -> Result<(Launch, usize)> {
+pub fn attention_partial(
+    e: &mut Emit,
+    root: Value,
+    a: &super::place::Attention,
+    sub: u32,
+) -> Result<(Launch, usize)> {
     let g = e.g;
     let qd = g.ty(a.q).shape.0.clone();
     let kd = g.ty(a.k).shape.0.clone();
@@ -478,24 +506,28 @@ pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention,
         let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
         let visible = e.value(a.mask, &mi)?;
         let live = e.kb.bin(BinOp::And, inside, visible);
-        let s = e.branch(live, |e| {
-            let zero = e.kb.f32(0.0);
-            let zu = e.u(0);
-            let kbase = {
-                let x = e.kb.mul(ri, cv);
-                let x = e.kb.add(x, ci);
-                let x = e.kb.mul(x, gv);
-                let x = e.kb.add(x, gi);
-                e.kb.mul(x, dv)
-            };
-            let dot = e.repeat(zu, dv, 1, &[zero], |e, dd, acc| {
-                let qv = e.kb.load(qs, dd, 1);
-                let at = e.kb.add(kbase, dd);
-                let kv = e.kb.load(km, at, 1);
-                Ok(vec![e.kb.fma(qv, kv, acc[0])])
-            })?;
-            Ok(vec![e.kb.mul(dot[0], scale)])
-        }, |_| Ok(vec![ninf]))?;
+        let s = e.branch(
+            live,
+            |e| {
+                let zero = e.kb.f32(0.0);
+                let zu = e.u(0);
+                let kbase = {
+                    let x = e.kb.mul(ri, cv);
+                    let x = e.kb.add(x, ci);
+                    let x = e.kb.mul(x, gv);
+                    let x = e.kb.add(x, gi);
+                    e.kb.mul(x, dv)
+                };
+                let dot = e.repeat(zu, dv, 1, &[zero], |e, dd, acc| {
+                    let qv = e.kb.load(qs, dd, 1);
+                    let at = e.kb.add(kbase, dd);
+                    let kv = e.kb.load(km, at, 1);
+                    Ok(vec![e.kb.fma(qv, kv, acc[0])])
+                })?;
+                Ok(vec![e.kb.mul(dot[0], scale)])
+            },
+            |_| Ok(vec![ninf]),
+        )?;
         scores.push(s[0]);
         positions.push(ci);
     }

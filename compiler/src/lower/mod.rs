@@ -86,14 +86,18 @@ impl Builder<'_> {
             Some(&i) => i,
             None => {
                 k.name = format!("{kind}_{}", self.kernels.len());
-                poot_kir::verify(&k).map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
+                poot_kir::verify(&k)
+                    .map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
                 self.kernels.push(k);
                 self.by_text.insert(text, self.kernels.len() - 1);
                 self.kernels.len() - 1
             }
         };
         for (i, bytes) in launch.scratch.iter().enumerate() {
-            if let Some(Buf::Scratch(v, _)) = params.iter().find(|b| matches!(b, Buf::Scratch(_, j) if *j == i as u32)) {
+            if let Some(Buf::Scratch(v, _)) = params
+                .iter()
+                .find(|b| matches!(b, Buf::Scratch(_, j) if *j == i as u32))
+            {
                 self.scratch.insert(Buf::Scratch(*v, i as u32), *bytes);
             }
         }
@@ -121,41 +125,64 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         scratch: BTreeMap::new(),
     };
     for (v, n) in g.nodes.iter() {
-        let fused_mm = g.nodes.keys().find(|&m| pl.place[m] == Place::Fused(v) && g.nodes[m].op == Op::MatMul);
+        let fused_mm = g
+            .nodes
+            .keys()
+            .find(|&m| pl.place[m] == Place::Fused(v) && g.nodes[m].op == Op::MatMul);
         match (&n.op, pl.place[v]) {
             (Op::DynamicUpdateSlice { axis }, _) => {
                 let axis = *axis;
-                b.emit(g, &pl, "update_slice", 256, |e| kernels::update_slice(e, v, axis))?
+                b.emit(g, &pl, "update_slice", 256, |e| {
+                    kernels::update_slice(e, v, axis)
+                })?
             }
             (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
             (_, Place::Buffer) => match &n.op {
-                Op::MatMul => b.emit(g, &pl, "matmul", 4 * sub, |e| kernels::matmul(e, v, v, sub))?,
+                Op::MatMul => {
+                    b.emit(g, &pl, "matmul", 4 * sub, |e| kernels::matmul(e, v, v, sub))?
+                }
                 _ if fused_mm.is_some() => {
                     let mm = fused_mm.unwrap_or(v);
-                    b.emit(g, &pl, "matmul", 4 * sub, |e| kernels::matmul(e, v, mm, sub))?
+                    b.emit(g, &pl, "matmul", 4 * sub, |e| {
+                        kernels::matmul(e, v, mm, sub)
+                    })?
                 }
                 Op::Gather if matches!(g.nodes[n.args[0]].op, Op::Weight(_)) => {
                     b.emit(g, &pl, "gather", 256, |e| kernels::gather_rows(e, v))?
                 }
                 Op::RmsNorm { eps } => {
                     let eps = eps.0;
-                    b.emit(g, &pl, "rms_norm", 256, |e| kernels::rms_norm(e, v, eps, sub))?
+                    b.emit(g, &pl, "rms_norm", 256, |e| {
+                        kernels::rms_norm(e, v, eps, sub)
+                    })?
                 }
                 Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
                     b.emit(g, &pl, "argmax", 256, |e| kernels::argmax(e, v))?
                 }
-                Op::AnyNonFinite => b.emit(g, &pl, "any_nonfinite", 256, |e| kernels::any_nonfinite(e, v))?,
+                Op::AnyNonFinite => b.emit(g, &pl, "any_nonfinite", 256, |e| {
+                    kernels::any_nonfinite(e, v)
+                })?,
                 Op::AttnMix => {
-                    let (a, _) = match_attention(g, &pl.users, v).ok_or_else(|| unsupported(g, v, "attention"))?;
+                    let (a, _) = match_attention(g, &pl.users, v)
+                        .ok_or_else(|| unsupported(g, v, "attention"))?;
                     let mut splits = 0;
                     b.emit(g, &pl, "attention", sub, |e| {
                         let (l, s) = kernels::attention_partial(e, v, &a, sub)?;
                         splits = s;
                         Ok(l)
                     })?;
-                    b.emit(g, &pl, "attention_combine", sub, |e| kernels::attention_combine(e, v, splits, sub))?
+                    b.emit(g, &pl, "attention_combine", sub, |e| {
+                        kernels::attention_combine(e, v, splits, sub)
+                    })?
                 }
-                Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast | Op::Rope { .. } | Op::Gather | Op::Reshape => {
+                Op::Unary(_)
+                | Op::Binary(_)
+                | Op::Compare(_)
+                | Op::Select
+                | Op::Cast
+                | Op::Rope { .. }
+                | Op::Gather
+                | Op::Reshape => {
                     b.emit(g, &pl, "elementwise", 256, |e| kernels::elementwise(e, v))?
                 }
                 _ => return Err(unsupported(g, v, n.op.name())),
@@ -164,12 +191,22 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         }
     }
     let buf = |v: Value| -> Result<Buf> {
-        pl.buffer_of(v).map(Buf::Value).ok_or_else(|| unsupported(g, v, "a result without a buffer"))
+        pl.buffer_of(v)
+            .map(Buf::Value)
+            .ok_or_else(|| unsupported(g, v, "a result without a buffer"))
     };
-    let outputs = g.outputs.iter().map(|(n, v)| Ok((n.clone(), buf(*v)?))).collect::<Result<_>>()?;
+    let outputs = g
+        .outputs
+        .iter()
+        .map(|(n, v)| Ok((n.clone(), buf(*v)?)))
+        .collect::<Result<_>>()?;
     let mut states = Vec::new();
     for (sv, name) in g.states() {
-        let after = g.state_updates.iter().find(|(n, _)| n == name).map_or(sv, |(_, v)| *v);
+        let after = g
+            .state_updates
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(sv, |(_, v)| *v);
         let bb = buf(after)?;
         if bb != Buf::Value(sv) {
             return Err(unsupported(g, after, "a state update that is not in place"));

@@ -88,27 +88,54 @@ fn const_f32(g: &Graph, v: Value) -> Option<f32> {
 }
 
 /// Matches the attention chain ending in `mix`, if it is one.
-pub fn match_attention(g: &Graph, users: &SecondaryMap<Value, Vec<Value>>, mix: Value) -> Option<(Attention, [Value; 4])> {
+pub fn match_attention(
+    g: &Graph,
+    users: &SecondaryMap<Value, Vec<Value>>,
+    mix: Value,
+) -> Option<(Attention, [Value; 4])> {
     let single = |v: Value| users[v].len() == 1 && !g.is_result(v);
     let n = &g.nodes[mix];
     let (p, v) = (n.args[0], n.args[1]);
-    let Op::Softmax { axis: 3 } = g.nodes[p].op else { return None };
+    let Op::Softmax { axis: 3 } = g.nodes[p].op else {
+        return None;
+    };
     let sel = g.nodes[p].args[0];
-    let Op::Select = g.nodes[sel].op else { return None };
-    let [mask, scaled, fill] = g.nodes[sel].args[..] else { return None };
+    let Op::Select = g.nodes[sel].op else {
+        return None;
+    };
+    let [mask, scaled, fill] = g.nodes[sel].args[..] else {
+        return None;
+    };
     if const_f32(g, fill) != Some(f32::NEG_INFINITY) {
         return None;
     }
-    let Op::Binary(BinaryOp::Mul) = g.nodes[scaled].op else { return None };
-    let [scores, scale] = g.nodes[scaled].args[..] else { return None };
+    let Op::Binary(BinaryOp::Mul) = g.nodes[scaled].op else {
+        return None;
+    };
+    let [scores, scale] = g.nodes[scaled].args[..] else {
+        return None;
+    };
     let scale = const_f32(g, scale)?;
-    let Op::AttnScores = g.nodes[scores].op else { return None };
-    let [q, k] = g.nodes[scores].args[..] else { return None };
+    let Op::AttnScores = g.nodes[scores].op else {
+        return None;
+    };
+    let [q, k] = g.nodes[scores].args[..] else {
+        return None;
+    };
     let inner = [p, sel, scaled, scores];
     if !inner.iter().all(|&x| single(x)) || g.ty(scaled).shape != g.ty(sel).shape {
         return None;
     }
-    Some((Attention { q, k, v, scale, mask }, inner))
+    Some((
+        Attention {
+            q,
+            k,
+            v,
+            scale,
+            mask,
+        },
+        inner,
+    ))
 }
 
 /// Decides the placement of every value of `g`.
@@ -159,8 +186,14 @@ pub fn place(g: &Graph) -> Result<Placement> {
             // In-place updates write their operand's buffer; nothing else may read it.
             Op::DynamicUpdateSlice { .. } | Op::ScatterUpdate => {
                 let x = n.args[0];
-                if users[x].len() != 1 || !matches!(place[x], Place::Input | Place::Buffer | Place::Alias(_)) {
-                    return Err(unsupported(g, v, "an update of a value that other ops also read"));
+                if users[x].len() != 1
+                    || !matches!(place[x], Place::Input | Place::Buffer | Place::Alias(_))
+                {
+                    return Err(unsupported(
+                        g,
+                        v,
+                        "an update of a value that other ops also read",
+                    ));
                 }
                 Place::Alias(x)
             }
@@ -178,9 +211,15 @@ pub fn place(g: &Graph) -> Result<Placement> {
         }
     }
     // Fuse attention chains.
-    let roots: Vec<Value> = g.nodes.iter().filter(|(_, n)| n.op == Op::AttnMix).map(|(v, _)| v).collect();
+    let roots: Vec<Value> = g
+        .nodes
+        .iter()
+        .filter(|(_, n)| n.op == Op::AttnMix)
+        .map(|(v, _)| v)
+        .collect();
     for mix in roots {
-        let (_, inner) = match_attention(g, &users, mix).ok_or_else(|| unsupported(g, mix, "attention that is not the fused chain"))?;
+        let (_, inner) = match_attention(g, &users, mix)
+            .ok_or_else(|| unsupported(g, mix, "attention that is not the fused chain"))?;
         for x in inner {
             place[x] = Place::Fused(mix);
         }
@@ -194,16 +233,29 @@ pub fn place(g: &Graph) -> Result<Placement> {
         // Only through same-shape element-wise ops, so the matmul's index is the value's.
         let same = |a: Value| g.ty(a).shape == g.ty(v).shape;
         let elementwise = |a: Value| {
-            matches!(g.nodes[a].op, Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast)
+            matches!(
+                g.nodes[a].op,
+                Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast
+            )
         };
         let mut found = None;
-        let mut stack: Vec<Value> = g.nodes[v].args.iter().copied().filter(|&a| same(a)).collect();
+        let mut stack: Vec<Value> = g.nodes[v]
+            .args
+            .iter()
+            .copied()
+            .filter(|&a| same(a))
+            .collect();
         while let Some(a) = stack.pop() {
             match place[a] {
                 Place::Inline if elementwise(a) => {
                     stack.extend(g.nodes[a].args.iter().copied().filter(|&x| same(x)))
                 }
-                Place::Buffer if g.nodes[a].op == Op::MatMul && users[a].len() == 1 && !g.is_result(a) && g.ty(a).shape == g.ty(v).shape => {
+                Place::Buffer
+                    if g.nodes[a].op == Op::MatMul
+                        && users[a].len() == 1
+                        && !g.is_result(a)
+                        && g.ty(a).shape == g.ty(v).shape =>
+                {
                     found = Some(a);
                 }
                 _ => {}
@@ -226,5 +278,9 @@ pub fn place(g: &Graph) -> Result<Placement> {
 
 /// The error for a graph the lowering has no kernel for.
 pub fn unsupported(g: &Graph, v: Value, what: &str) -> CompileError {
-    CompileError::Lower(format!("{}: no kernel for {what}: {}", g.name, poot_ir::node_text(g, v)))
+    CompileError::Lower(format!(
+        "{}: no kernel for {what}: {}",
+        g.name,
+        poot_ir::node_text(g, v)
+    ))
 }

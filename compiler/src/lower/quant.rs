@@ -82,8 +82,19 @@ fn i2f(e: &mut Emit, x: Val) -> Val {
 }
 
 /// Element `k` of row `row` of weight `mem` (`dtype`, `row_bytes` per row, `words` in all).
-pub fn weight(e: &mut Emit, mem: Mem, words: usize, dtype: DType, row: Val, k: Val, row_bytes: usize) -> Val {
-    let by = Bytes { mem, last_word: words.saturating_sub(1) as u32 };
+pub fn weight(
+    e: &mut Emit,
+    mem: Mem,
+    words: usize,
+    dtype: DType,
+    row: Val,
+    k: Val,
+    row_bytes: usize,
+) -> Val {
+    let by = Bytes {
+        mem,
+        last_word: words.saturating_sub(1) as u32,
+    };
     let rb = e.u(row_bytes);
     let base = e.kb.mul(row, rb);
     let (per, size) = dtype.block();
