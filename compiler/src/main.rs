@@ -1,33 +1,63 @@
 //! `poot-compile`: the compiler's command line.
 //!
-//! Today it traces checkpoints (`trace`) and generates text with the CPU reference
-//! (`generate`); the bundle issue adds `poot-compile MODEL --target ... -o model.pbundle`.
+//! `poot-compile MODEL --target ptx -o model.pbundle` compiles; `inspect` prints a bundle;
+//! `generate` runs the CPU reference; `trace` prints a step's IR.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use poot_bundle::Target;
+use poot_compiler::compile::{CompileOptions, compile};
 use poot_compiler::families::{Model, StepShape, trace};
 use poot_compiler::oracle::Oracle;
 use poot_compiler::passes::{PassOptions, optimize};
+use poot_compiler::plan::Readback;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(
-    name = "poot-compile",
-    version,
-    about = "poot's ahead-of-time compiler"
-)]
+#[command(name = "poot-compile", version, about = "poot's ahead-of-time compiler", args_conflicts_with_subcommands = true)]
 struct Cli {
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    compile: CompileArgs,
+}
+
+#[derive(Args)]
+struct CompileArgs {
+    /// A GGUF file, or a folder with config.json + model.safetensors + tokenizer.json.
+    model: Option<PathBuf>,
+    /// Targets, comma-separated: ptx (sm_90), ptx-sm80, ptx-sm90, reference.
+    #[arg(long, default_value = "ptx,reference")]
+    target: String,
+    /// Output bundle.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+    /// KV cache capacity in positions.
+    #[arg(long, default_value_t = 1024)]
+    cap: usize,
+    /// Sequences per decode step.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// Prefill chunk lengths, comma-separated.
+    #[arg(long, default_value = "64,16")]
+    prefill_chunks: String,
+    /// Read back every output (logits included), for verification bundles.
+    #[arg(long)]
+    readback_all: bool,
 }
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Print a bundle's targets, entries, kernels, arenas and bytes per token.
+    Inspect {
+        /// The bundle.
+        bundle: PathBuf,
+    },
     /// Generate text greedily with the CPU reference (the oracle every device is checked against).
     Generate {
-        /// A GGUF file, or a folder with config.json + model.safetensors + tokenizer.json.
+        /// The checkpoint.
         model: PathBuf,
         /// The prompt.
         #[arg(long)]
@@ -74,28 +104,29 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> poot_compiler::Result<()> {
+type AnyResult = Result<(), Box<dyn std::error::Error>>;
+
+fn targets(s: &str) -> Result<Vec<Target>, Box<dyn std::error::Error>> {
+    s.split(',')
+        .map(|t| match t.trim() {
+            "ptx" => Ok(Target::Ptx { sm: 90 }),
+            other => other.parse::<Target>().map_err(|e| e.into()),
+        })
+        .collect()
+}
+
+fn run(cli: Cli) -> AnyResult {
     match cli.cmd {
-        Cmd::Generate {
-            model,
-            prompt,
-            chat,
-            max_tokens,
-            cap,
-            chunk,
-        } => {
+        None => compile_cmd(cli.compile),
+        Some(Cmd::Inspect { bundle }) => {
+            let b = poot_bundle::open(&bundle)?;
+            print!("{}", poot_bundle::inspect(&b));
+            Ok(())
+        }
+        Some(Cmd::Generate { model, prompt, chat, max_tokens, cap, chunk }) => {
             let m = Model::load(&model)?;
-            let codec = m.codec.as_ref().ok_or_else(|| {
-                poot_compiler::CompileError::Tokenizer(format!(
-                    "{} has no tokenizer",
-                    model.display()
-                ))
-            })?;
-            let text = if chat {
-                codec.render_chat(&prompt)?
-            } else {
-                prompt
-            };
+            let codec = m.codec.as_ref().ok_or_else(|| format!("{} has no tokenizer", model.display()))?;
+            let text = if chat { codec.render_chat(&prompt)? } else { prompt };
             let ids = codec.encode(&text)?;
             let mut oracle = Oracle::new(&m, cap, chunk)?;
             let start = Instant::now();
@@ -114,7 +145,6 @@ fn run(cli: Cli) -> poot_compiler::Result<()> {
             let outs = oracle.generate(&ids, max_tokens, codec.eos, &mut on_token)?;
             let total = start.elapsed().as_secs_f64();
             let prefill = first.unwrap_or(total);
-            let decode_steps = outs.len().saturating_sub(1).max(1);
             println!();
             eprintln!(
                 "prompt {} tokens: prefill {:.2} s ({:.1} tok/s); {} new tokens: decode {:.1} ms/token",
@@ -122,32 +152,61 @@ fn run(cli: Cli) -> poot_compiler::Result<()> {
                 prefill,
                 ids.len() as f64 / prefill,
                 outs.len(),
-                (total - prefill) * 1000.0 / decode_steps as f64
+                (total - prefill) * 1000.0 / outs.len().saturating_sub(1).max(1) as f64
             );
             Ok(())
         }
-        Cmd::Trace {
-            model,
-            rows,
-            tokens,
-            cap,
-            raw,
-        } => {
+        Some(Cmd::Trace { model, rows, tokens, cap, raw }) => {
             let m = Model::load(&model)?;
-            let step = StepShape::prefill(rows, tokens, cap);
-            let mut g = trace(&m, step)?;
+            let mut g = trace(&m, StepShape::prefill(rows, tokens, cap))?;
             if !raw {
                 for t in optimize(&mut g, PassOptions { verify_each: true })? {
-                    eprintln!(
-                        "{:>14}: {:>8.2} ms, {} nodes",
-                        t.name,
-                        t.time.as_secs_f64() * 1e3,
-                        t.nodes
-                    );
+                    eprintln!("{:>14}: {:>8.2} ms, {} nodes", t.name, t.time.as_secs_f64() * 1e3, t.nodes);
                 }
             }
             print!("{}", poot_ir::print(&g));
             Ok(())
         }
     }
+}
+
+fn compile_cmd(a: CompileArgs) -> AnyResult {
+    let model = a.model.ok_or("give a model to compile (or a subcommand; see --help)")?;
+    let output = a.output.ok_or("give the output bundle with -o")?;
+    let prefill_chunks = a
+        .prefill_chunks
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| s.trim().parse::<usize>().map_err(|e| format!("--prefill-chunks `{s}`: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let opts = CompileOptions {
+        cap: a.cap,
+        rows: a.batch,
+        prefill_chunks,
+        targets: targets(&a.target)?,
+        readback: if a.readback_all { Readback::All } else { Readback::Sampled },
+    };
+    let start = Instant::now();
+    let m = Model::load(&model)?;
+    let bar = indicatif::ProgressBar::new(1);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let (manifest, weights) = compile(&m, &opts, &mut |done, total, what| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(what.to_string());
+    })?;
+    bar.finish_and_clear();
+    poot_bundle::write_file(&output, &manifest, &weights)?;
+    let size = std::fs::metadata(&output).map(|m| m.len()).unwrap_or(0);
+    eprintln!(
+        "{}: {} entries, {} kernels, {:.1} MB, {:.1} s",
+        output.display(),
+        manifest.entries.len(),
+        manifest.targets.first().map_or(0, |t| t.kernels.len()),
+        size as f64 / 1e6,
+        start.elapsed().as_secs_f64()
+    );
+    Ok(())
 }

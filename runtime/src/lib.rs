@@ -10,10 +10,12 @@
 
 mod device;
 pub mod devices;
+pub mod driver;
 mod engine;
 mod error;
 mod executor;
 pub mod reference;
+pub mod text;
 
 pub use device::Device;
 pub use engine::Engine;

@@ -247,14 +247,7 @@ impl<G: Global> Exec<'_, G> {
         .ok_or_else(|| internal(self.prog, "a load's memory is missing"))?;
         let (d, [idx, m]) = split(regs, dst, n, [(index, t), (mask, t)])
             .ok_or_else(|| internal(self.prog, "a load's registers are out of range"))?;
-        let mut cols = d.chunks_exact_mut(t.max(1));
-        let mut col = || cols.next().unwrap_or_default();
-        let r = match comps {
-            1 => gather([col()], idx, m, buf),
-            2 => gather([col(), col()], idx, m, buf),
-            _ => gather([col(), col(), col(), col()], idx, m, buf),
-        };
-        r.map_err(|lane| {
+        gather(d, idx, m, buf, comps).map_err(|lane| {
             let i = idx.get(lane).copied().unwrap_or(0);
             let o = Oob {
                 what: "load",
@@ -616,36 +609,85 @@ fn oob(prog: &Program, wg: [u32; 3], o: Oob) -> Fault {
 /// The first active lane whose access of `comps` elements at its index leaves `len`.
 fn first_oob(idx: &[u32], mask: &[u32], comps: usize, len: usize) -> Option<usize> {
     let limit = len.checked_sub(comps);
+    // A vectorisable pass for the common case: the largest active index fits.
+    let top = idx
+        .iter()
+        .zip(mask)
+        .fold(0u32, |acc, (&i, &m)| acc.max(i.wrapping_mul(m)));
+    if limit.is_some_and(|l| top as usize <= l) {
+        return None;
+    }
     idx.iter()
         .zip(mask)
         .position(|(&i, &m)| m != 0 && limit.is_none_or(|l| i as usize > l))
 }
 
-/// Reads `N` consecutive words at each active lane's index into component columns; `Err`
-/// names the first active lane whose access leaves `buf` (nothing is written then).
-fn gather<const N: usize>(
-    mut cols: [&mut [u32]; N],
+/// Lanes per block of [`gather_cols`].
+const RUN: usize = 8;
+
+/// The gather proper, bounds already checked: blocks of [`RUN`] active lanes whose indices
+/// step by `N` (a subgroup reading consecutive vectors) are copied from one slice; other
+/// lanes one at a time.
+fn gather_cols<const N: usize>(mut cols: [&mut [u32]; N], idx: &[u32], mask: &[u32], buf: &[u32]) {
+    for (blk, (ids, ms)) in idx.chunks(RUN).zip(mask.chunks(RUN)).enumerate() {
+        let lane0 = blk * RUN; // ok: blk * RUN < idx.len()
+        let i0 = ids.first().copied().unwrap_or(0) as usize;
+        let run = ids.len() == RUN
+            && ms.iter().all(|&m| m != 0)
+            && ids
+                .iter()
+                .zip((0..RUN).map(|l| i0.wrapping_add(l * N)))
+                .all(|(&i, want)| i as usize == want);
+        let src = match i0.checked_add(RUN * N) {
+            Some(end) if run => buf.get(i0..end),
+            _ => None,
+        };
+        if let Some(src) = src {
+            for (c, col) in cols.iter_mut().enumerate() {
+                if let Some(dst) = col.get_mut(lane0..lane0 + RUN) {
+                    for (d, w) in dst.iter_mut().zip(src.iter().skip(c).step_by(N)) {
+                        *d = *w;
+                    }
+                }
+            }
+            continue;
+        }
+        for (l, (&i, &m)) in ids.iter().zip(ms).enumerate() {
+            let i = i as usize;
+            // ok: the caller's `first_oob` found no active lane with i + N > len.
+            if m != 0
+                && let Some(words) = buf.get(i..i + N)
+            {
+                for (col, &x) in cols.iter_mut().zip(words) {
+                    if let Some(d) = col.get_mut(lane0 + l) {
+                        *d = x;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Reads `comps` consecutive words at each active lane's index into the component columns
+/// of `d` (`threads` lanes each); `Err` names the first active lane whose access leaves `buf`
+/// (nothing is written then).
+fn gather(
+    d: &mut [u32],
     idx: &[u32],
     mask: &[u32],
     buf: &[u32],
+    comps: usize,
 ) -> Result<(), usize> {
-    if let Some(lane) = first_oob(idx, mask, N, buf.len()) {
+    if let Some(lane) = first_oob(idx, mask, comps, buf.len()) {
         return Err(lane);
     }
-    for (lane, (&i, &m)) in idx.iter().zip(mask).enumerate() {
-        if m == 0 {
-            continue;
-        }
-        let i = i as usize;
-        // ok: `first_oob` found no active lane with i + N > len.
-        let Some(words) = buf.get(i..i + N) else {
-            continue;
-        };
-        for (col, &w) in cols.iter_mut().zip(words) {
-            if let Some(x) = col.get_mut(lane) {
-                *x = w;
-            }
-        }
+    let t = idx.len();
+    let mut cols = d.chunks_exact_mut(t.max(1));
+    let mut col = || cols.next().unwrap_or_default();
+    match comps {
+        1 => gather_cols([col()], idx, mask, buf),
+        2 => gather_cols([col(), col()], idx, mask, buf),
+        _ => gather_cols([col(), col(), col(), col()], idx, mask, buf),
     }
     Ok(())
 }
