@@ -17,7 +17,9 @@
 //! - Subgroup operations assume the kernel's subgroup is the full warp and that all its lanes
 //!   reach them converged (poot's lowering guarantees both; a kernel declaring another width is
 //!   refused). `trap(code)` becomes PTX `trap`: the dispatch faults, the code survives only as a
-//!   comment in the text.
+//!   comment in the text. `barrier` is `bar.sync 0`, which every thread of the work-group
+//!   must reach (kir places barriers in uniform control flow). Atomics are `red` (kir never uses the old value); f32 atomics
+//!   other than `add` are refused.
 //! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no
 //!   contraction, no flush-to-zero) except `exp`, `rsqrt`, `sin` and `cos`, which use the
 //!   hardware approximations documented in `ops`.

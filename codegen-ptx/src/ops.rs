@@ -6,12 +6,15 @@
 //! - `exp(x)` is `ex2.approx.f32(x * log2(e))`: `ex2.approx` is within 2 ulp, and rounding the
 //!   product adds a relative error of about `|x| * 2^-24` (under 1e-6 for `|x| <= 16`, 5.3e-6 at
 //!   the overflow edge `|x| = 88.7`). `exp(-inf) = 0`, `exp(inf) = inf`, NaN stays NaN.
-//! - `rsqrt` is `rsqrt.approx.f32`: relative error at most 2^-22.9 over the positive range.
+//!   Measured on an H200: 3.8e-6 relative over `[-87, 88]`, 8.4e-7 for `|x| < 16`.
+//! - `rsqrt` is `rsqrt.approx.f32`: relative error at most 2^-22.9 over the positive range
+//!   (measured on an H200: 2^-23.2).
 //! - `sin`/`cos` reduce `x` by `k = rint(x / 2pi)` with a two-constant Cody-Waite step
 //!   (`r = x - k*C1 - k*C2`, both `fma`; the first step is exact) and then use
 //!   `sin/cos.approx.f32`, whose absolute error on `[-2pi, 2pi]` is at most 2^-20.5. The
 //!   result's absolute error is below 1e-6 for `|x|` up to about 1e6 (RoPE angles), where the
 //!   unreduced instruction is only specified to 2^-14.7 within `100pi`. inf and NaN give NaN.
+//!   Measured on an H200: 4.4e-7 for `|x| <= 1e5`, 5.6e-7 for `|x| <= 1e6`.
 //! - Integer `div`/`rem` by zero give 0 (the divisor is replaced by 1 and the result by 0);
 //!   `i32::MIN / -1` is what `div.s32` gives (`i32::MIN`), `i32::MIN % -1` is 0. Shifts use
 //!   `b & 31`; `shr` is arithmetic for i32 and logical for u32.
@@ -19,7 +22,9 @@
 //!   `cvt.rn`; i32 <-> u32 keeps the bits; bool -> number is 1 or 0. Half conversions are exact.
 //! - Subgroup reductions are a `shfl.sync.bfly` butterfly over the whole warp (mask all ones):
 //!   every lane combines the same operands in the same order, so all lanes get the same bits.
-//!   Bool reductions use `vote.sync` (`or`/`max` = any, `min` = all).
+//!   Bool reductions use `vote.sync` (`or`/`max` = any, `min` = all). `shuffle_xor` is one
+//!   `shfl.sync.bfly`; a mask of 32 or more leaves each lane its own value, as kir's reference
+//!   device defines it.
 
 use crate::error::Result;
 use crate::writer::{Class, Reg, Writer, class, emit, mov_ty};
@@ -156,16 +161,13 @@ impl Writer<'_> {
                 }
             }
             Expr::ShuffleXor(a, mask) => {
-                if *mask >= self.t.warp {
-                    return Err(self.unsupported(format!(
-                        "{v} = shuffle_xor {a}, {mask} (mask outside the {}-lane warp)",
-                        self.t.warp
-                    )));
-                }
                 let s = self.ty(*a).scalar;
-                let clamp = self.t.warp - 1;
+                let (warp, clamp) = (self.t.warp, self.t.warp - 1);
                 for (rd, ra) in d.into_iter().zip(self.of(*a)) {
-                    if s == Scalar::Bool {
+                    if *mask >= warp {
+                        // `lane ^ mask` is outside the warp: kir gives the lane its own value.
+                        emit!(self, "mov.{} {rd}, {ra};", mov_ty(s));
+                    } else if s == Scalar::Bool {
                         let (t, u) = (self.reg(Class::B32), self.reg(Class::B32));
                         emit!(self, "selp.u32 {t}, 1, 0, {ra};");
                         emit!(

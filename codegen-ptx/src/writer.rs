@@ -162,8 +162,8 @@ impl<'a> Writer<'a> {
     /// Renders the whole module.
     pub(crate) fn write(mut self) -> Result<String> {
         self.prologue();
-        let body = self.k.body.clone();
-        self.block(&body)?;
+        let k = self.k;
+        self.block(&k.body)?;
         emit!(self, "ret;");
         Ok(self.module())
     }

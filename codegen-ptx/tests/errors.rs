@@ -5,7 +5,7 @@ mod common;
 
 use common::{P0, unary_kernel};
 use poot_codegen_ptx::{PtxError, PtxTarget, render};
-use poot_kir::{Access, BinOp, Expr, Kernel, KernelBuilder, ReduceOp, Scalar, Special, UnOp};
+use poot_kir::{Access, BinOp, Kernel, KernelBuilder, ReduceOp, Scalar, Special, UnOp};
 
 fn err(k: &Kernel) -> PtxError {
     let e = render(k, &PtxTarget::sm90()).expect_err("renders");
@@ -81,7 +81,7 @@ fn f32_bitwise_and_bool_neg_are_refused() {
 }
 
 #[test]
-fn bool_subgroup_add_and_wide_shuffle() {
+fn bool_subgroup_add() {
     let k = unary_kernel("badd", Scalar::F32, |b, v| {
         let c = b.un(UnOp::IsNan, v);
         let s = b.subgroup_reduce(ReduceOp::Add, c);
@@ -90,13 +90,6 @@ fn bool_subgroup_add_and_wide_shuffle() {
     assert_eq!(
         err(&k).to_string(),
         "kernel `badd`: %3 = subgroup_add of bool is not supported on sm_90"
-    );
-    let k = unary_kernel("wide", Scalar::F32, |b, v| {
-        Some(b.expr(Expr::ShuffleXor(v, 32)))
-    });
-    assert_eq!(
-        err(&k).to_string(),
-        "kernel `wide`: %2 = shuffle_xor %1, 32 (mask outside the 32-lane warp) is not supported on sm_90"
     );
 }
 

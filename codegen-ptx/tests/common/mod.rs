@@ -476,10 +476,12 @@ pub fn subgroup_ops() -> Kernel {
     let ssu = b.expr(poot_kir::Expr::ShuffleXor(su, 16));
     let sp = b.expr(poot_kir::Expr::ShuffleXor(pos, 2));
     let spair = b.expr(poot_kir::Expr::ShuffleXor(pr, 31));
+    // Outside the warp: every lane keeps its own value.
+    let own = b.expr(poot_kir::Expr::ShuffleXor(spair, 32));
     let a = b.bin(BinOp::And, any, all);
     let a = b.bin(BinOp::Or, a, any2);
     let a = b.bin(BinOp::And, a, sp);
-    let sum = b.add(pr, spair);
+    let sum = b.add(pr, own);
     let sel = b.select(a, sum, pair);
     let s0 = b.extract(sel, 0);
     let s0 = b.add(s0, sf);
