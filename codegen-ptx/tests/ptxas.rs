@@ -61,7 +61,8 @@ fn goldens_assemble() {
         println!("SKIP ptxas not found");
         return;
     };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/ptx");
+    let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let dir = Path::new(&root).join("../snapshots/ptx");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
         .filter_map(|e| e.ok().map(|e| e.path()))

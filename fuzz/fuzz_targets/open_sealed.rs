@@ -38,7 +38,10 @@ fuzz_target!(|data: &[u8]| {
     };
     let manifest = bundle.manifest();
     for info in &manifest.weights {
-        assert!(bundle.weight(info).is_ok(), "a validated weight is readable");
+        assert!(
+            bundle.weight(info).is_ok(),
+            "a validated weight is readable"
+        );
     }
     for entry in &manifest.entries {
         assert!(bundle.entry(&entry.key).is_ok(), "a listed entry is found");

@@ -50,4 +50,9 @@ pub trait Device {
     fn synchronize(&mut self) -> Result<(), DeviceError>;
     /// Frees the arenas.
     fn free(&mut self);
+    /// Measured device-to-device copy bandwidth in bytes per second (read plus written), where
+    /// the device can time it.
+    fn copy_bandwidth(&mut self) -> Result<Option<f64>, DeviceError> {
+        Ok(None)
+    }
 }

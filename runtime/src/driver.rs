@@ -150,12 +150,13 @@ impl<'e> Driver<'e> {
         Ok(next)
     }
 
-    /// Greedy generation of up to `max_new` tokens after `prompt`, stopping after EOS;
-    /// `on_token` sees each new token as it is chosen.
+    /// Greedy generation of up to `max_new` tokens after `prompt`, stopping after `stop` (pass
+    /// `text.eos()` for chat); `on_token` sees each new token as it is chosen.
     pub fn generate(
         &mut self,
         prompt: &[u32],
         max_new: usize,
+        stop: Option<u32>,
         on_token: &mut dyn FnMut(u32),
     ) -> Result<Generation> {
         if prompt.len() + max_new > self.cap {
@@ -170,11 +171,10 @@ impl<'e> Driver<'e> {
         let mut tok = self.prefill(prompt)?;
         let prefill_secs = start.elapsed().as_secs_f64();
         let mut tokens = Vec::with_capacity(max_new);
-        let eos = self.text.eos();
         for i in 0..max_new {
             on_token(tok);
             tokens.push(tok);
-            if Some(tok) == eos || i + 1 == max_new {
+            if Some(tok) == stop || i + 1 == max_new {
                 break;
             }
             tok = self.step(self.decode, 1, &[tok], false)?;

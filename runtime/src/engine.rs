@@ -120,6 +120,18 @@ impl<D: Device> Engine<D> {
         slots: &[(SlotKind, Vec<i32>)],
         eager: bool,
     ) -> Result<StepOutput> {
+        self.step_timed(id, slots, eager).map(|(o, _)| o)
+    }
+
+    /// `run_step`, also returning the host seconds spent before waiting for the device
+    /// (slot writes and the replay or launches).
+    pub fn step_timed(
+        &mut self,
+        id: EntryId,
+        slots: &[(SlotKind, Vec<i32>)],
+        eager: bool,
+    ) -> Result<(StepOutput, f64)> {
+        let start = std::time::Instant::now();
         self.live()?;
         if let Some(why) = &self.needs_reset {
             return Err(RuntimeError::NeedsReset(why.clone()));
@@ -136,8 +148,9 @@ impl<D: Device> Engine<D> {
         let ran = match entries.get(id.0).and_then(|e| e.as_ref()) {
             Some(loaded) if !eager => dev.replay(kernels, &loaded.rec),
             _ => dev.eager(kernels, &entry.dispatches),
-        }
-        .and_then(|()| dev.synchronize());
+        };
+        let host = start.elapsed().as_secs_f64();
+        let ran = ran.and_then(|()| dev.synchronize());
         if let Err(e) = ran {
             let err = self.fail(e);
             self.needs_reset = Some(err.to_string());
@@ -145,7 +158,18 @@ impl<D: Device> Engine<D> {
         }
         self.stats.steps += 1;
         self.stats.dispatches += entry.dispatches.len() as u64;
-        self.read_back(&entry)
+        Ok((self.read_back(&entry)?, host))
+    }
+
+    /// The device's measured copy bandwidth (bytes per second), if it can time one.
+    pub fn copy_bandwidth(&mut self) -> Result<Option<f64>> {
+        self.live()?;
+        self.dev.copy_bandwidth().map_err(|e| self.fail(e))
+    }
+
+    /// The manifest entry added as `id`.
+    pub fn entry_info(&self, id: EntryId) -> Result<&Entry> {
+        self.entry(id).map(|l| &l.entry)
     }
 
     /// The bytes of carried state `name` (verification).

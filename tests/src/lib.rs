@@ -74,3 +74,9 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
 }
 
 pub mod tier2;
+pub mod tier3;
+
+/// Whether a missing device must fail the test (`POOT_REQUIRE_GPU=1`) instead of skipping.
+pub fn require_gpu() -> bool {
+    std::env::var("POOT_REQUIRE_GPU").is_ok_and(|v| v == "1")
+}

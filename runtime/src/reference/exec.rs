@@ -417,17 +417,9 @@ impl<G: Global> Exec<'_, G> {
             for ((x, &y), &m) in cur.iter_mut().zip(a).zip(m) {
                 *x = if m != 0 { y } else { id };
             }
-            let mut step = w / 2;
-            while step > 0 {
-                for (i, x) in next.iter_mut().enumerate() {
-                    let own = cur.get(i).copied().unwrap_or(id);
-                    let other = cur.get(i ^ step).copied().unwrap_or(id);
-                    *x = comb(f, own, other);
-                }
-                std::mem::swap(cur, next);
-                step /= 2;
-            }
-            d.copy_from_slice(cur.get(..t)?);
+            lanes::butterfly(f, cur, next, w);
+            let r = cur.get(..t).filter(|r| r.len() == d.len())?;
+            d.copy_from_slice(r); // ok: equal lengths, checked just above
         }
         Some(())
     }
@@ -497,54 +489,64 @@ impl<G: Global> Exec<'_, G> {
         Ok(())
     }
 
-    fn for_(&mut self, l: &ForOp, mask: usize) -> Result<(), Fault> {
+    fn for_(&mut self, l: &ForOp, parent: usize) -> Result<(), Fault> {
         let t = self.prog.threads;
         let bad = |p: &Program| internal(p, "a loop's registers are out of range");
         let copy = |x| x;
         let regs = &mut self.st.regs;
+        if l.mask != l.var.saturating_add(t) {
+            return Err(bad(self.prog));
+        }
         map1(regs, l.var, l.start, t, copy).ok_or_else(|| bad(self.prog))?;
-        map1(regs, l.mask, mask, t, copy).ok_or_else(|| bad(self.prog))?;
         for c in &l.carried {
             map1(regs, c.param, c.init, c.n, copy).ok_or_else(|| bad(self.prog))?;
         }
-        loop {
-            let regs = &mut self.st.regs;
-            let (mk, [v, e]) =
-                split(regs, l.mask, t, [(l.var, t), (l.end, t)]).ok_or_else(|| bad(self.prog))?;
-            let mut k = 0;
-            for ((m, &v), &e) in mk.iter_mut().zip(v).zip(e) {
-                *m &= (v < e) as u32;
-                k += *m as usize;
-            }
-            if k == 0 {
-                break;
-            }
-            self.block(&l.body, l.mask, k == t)?;
+        // The threads of the parent mask with var < end.
+        let (vm, [e, p]) =
+            split(regs, l.var, 2 * t, [(l.end, t), (parent, t)]).ok_or_else(|| bad(self.prog))?;
+        let (v, m) = vm.split_at_mut(t.min(vm.len()));
+        let mut k = 0u32;
+        for (((m, &v), &e), &p) in m.iter_mut().zip(v.iter()).zip(e).zip(p) {
+            *m = p & (v < e) as u32;
+            k += *m;
+        }
+        while k > 0 {
+            let full = k as usize == t;
+            self.block(&l.body, l.mask, full)?;
             let regs = &mut self.st.regs;
             let ok = l.carried.iter().try_for_each(|c| {
                 if l.staged {
                     map1(regs, c.stage, c.yielded, c.n, copy)
+                } else if full {
+                    map1(regs, c.param, c.yielded, c.n, copy)
                 } else {
                     masked_copy(regs, c.param, c.yielded, l.mask, c.n, t)
                 }
             });
             ok.ok_or_else(|| bad(self.prog))?;
             if l.staged {
-                let ok = l
-                    .carried
-                    .iter()
-                    .try_for_each(|c| masked_copy(regs, c.param, c.stage, l.mask, c.n, t));
+                let ok = l.carried.iter().try_for_each(|c| {
+                    if full {
+                        map1(regs, c.param, c.stage, c.n, copy)
+                    } else {
+                        masked_copy(regs, c.param, c.stage, l.mask, c.n, t)
+                    }
+                });
                 ok.ok_or_else(|| bad(self.prog))?;
             }
-            // A thread whose next induction value would overflow has finished.
+            // Advance the iterating threads; a thread stops when var + step would overflow
+            // (as `step_by` does) or reaches `end`.
             let step = l.step;
-            let (mk, [v]) = split(regs, l.mask, t, [(l.var, t)]).ok_or_else(|| bad(self.prog))?;
-            for (m, &v) in mk.iter_mut().zip(v) {
-                *m &= v.checked_add(step).is_some() as u32;
-            }
-            let (v, [mk]) = split(regs, l.var, t, [(l.mask, t)]).ok_or_else(|| bad(self.prog))?;
-            for (v, &m) in v.iter_mut().zip(mk) {
-                *v = v.wrapping_add(step.wrapping_mul(m));
+            let (vm, [e]) =
+                split(regs, l.var, 2 * t, [(l.end, t)]).ok_or_else(|| bad(self.prog))?;
+            let (v, m) = vm.split_at_mut(t.min(vm.len()));
+            k = 0;
+            for ((v, m), &e) in v.iter_mut().zip(m.iter_mut()).zip(e) {
+                let next = v.wrapping_add(step);
+                let go = *m & (next > *v) as u32 & (next < e) as u32;
+                *v = if *m != 0 { next } else { *v };
+                *m = go;
+                k += go;
             }
         }
         let regs = &mut self.st.regs;
@@ -613,7 +615,7 @@ fn first_oob(idx: &[u32], mask: &[u32], comps: usize, len: usize) -> Option<usiz
     let top = idx
         .iter()
         .zip(mask)
-        .fold(0u32, |acc, (&i, &m)| acc.max(i.wrapping_mul(m)));
+        .fold(0u32, |acc, (&i, &m)| acc.max(i & m.wrapping_neg()));
     if limit.is_some_and(|l| top as usize <= l) {
         return None;
     }
@@ -622,34 +624,126 @@ fn first_oob(idx: &[u32], mask: &[u32], comps: usize, len: usize) -> Option<usiz
         .position(|(&i, &m)| m != 0 && limit.is_none_or(|l| i as usize > l))
 }
 
-/// Lanes per block of [`gather_cols`].
-const RUN: usize = 8;
+/// How far ahead of a contiguous block [`gather_cols`] prefetches, in words: a subgroup
+/// walking a matrix row reads the next words on its next iteration.
+const PREFETCH: usize = 512;
 
-/// The gather proper, bounds already checked: blocks of [`RUN`] active lanes whose indices
-/// step by `N` (a subgroup reading consecutive vectors) are copied from one slice; other
-/// lanes one at a time.
+/// Asks the CPU to start fetching `buf[i]`'s cache line (a hint; nothing is read).
+#[inline(always)]
+fn prefetch(buf: &[u32], i: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = buf.as_ptr().wrapping_add(i).cast::<i8>();
+        // SAFETY: a prefetch never dereferences its address and never faults, whatever the
+        // address; `sse` (its only target feature) is part of the x86_64 baseline.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (buf, i);
+}
+
+/// Lanes per block of [`gather_cols`].
+const RUN: usize = 32;
+
+/// Copies `src` (`cols.len()`-word vectors of consecutive lanes) into the columns starting
+/// at `lane0`, one loop per vector width so the transposition vectorises.
+fn deinterleave<const N: usize>(src: &[u32], cols: &mut [&mut [u32]; N], lane0: usize) {
+    let lanes = src.len() / N;
+    let end = lane0.saturating_add(lanes);
+    match cols.as_mut_slice() {
+        [c0] => {
+            if let Some(d) = c0.get_mut(lane0..end).filter(|d| d.len() == src.len()) {
+                d.copy_from_slice(src); // ok: equal lengths, checked just above
+            }
+        }
+        [c0, c1] => {
+            if let (Some(d0), Some(d1)) = (c0.get_mut(lane0..end), c1.get_mut(lane0..end)) {
+                // Four lanes at a time: fixed-size arrays let the transposition vectorise.
+                let (mut q0, mut q1) = (d0.chunks_exact_mut(4), d1.chunks_exact_mut(4));
+                let mut ws = src.chunks_exact(8);
+                for (w, (a, b)) in (&mut ws).zip((&mut q0).zip(&mut q1)) {
+                    let (Ok(w), Ok(a), Ok(b)) = (
+                        <&[u32; 8]>::try_from(w),
+                        <&mut [u32; 4]>::try_from(a),
+                        <&mut [u32; 4]>::try_from(b),
+                    ) else {
+                        continue;
+                    };
+                    *a = [w[0], w[2], w[4], w[6]];
+                    *b = [w[1], w[3], w[5], w[7]];
+                }
+                let tail = q0.into_remainder().iter_mut().zip(q1.into_remainder());
+                for (w, (a, b)) in ws.remainder().chunks_exact(2).zip(tail) {
+                    if let &[x, y] = w {
+                        (*a, *b) = (x, y);
+                    }
+                }
+            }
+        }
+        [c0, c1, c2, c3] => {
+            let d = (
+                c0.get_mut(lane0..end),
+                c1.get_mut(lane0..end),
+                c2.get_mut(lane0..end),
+                c3.get_mut(lane0..end),
+            );
+            if let (Some(d0), Some(d1), Some(d2), Some(d3)) = d {
+                // Four lanes at a time: a 4x4 transposition of fixed-size arrays.
+                let (mut q0, mut q1) = (d0.chunks_exact_mut(4), d1.chunks_exact_mut(4));
+                let (mut q2, mut q3) = (d2.chunks_exact_mut(4), d3.chunks_exact_mut(4));
+                let mut ws = src.chunks_exact(16);
+                let quads = (&mut q0).zip(&mut q1).zip((&mut q2).zip(&mut q3));
+                for (w, ((a, b), (c, e))) in (&mut ws).zip(quads) {
+                    let (Ok(w), Ok(a), Ok(b), Ok(c), Ok(e)) = (
+                        <&[u32; 16]>::try_from(w),
+                        <&mut [u32; 4]>::try_from(a),
+                        <&mut [u32; 4]>::try_from(b),
+                        <&mut [u32; 4]>::try_from(c),
+                        <&mut [u32; 4]>::try_from(e),
+                    ) else {
+                        continue;
+                    };
+                    *a = [w[0], w[4], w[8], w[12]];
+                    *b = [w[1], w[5], w[9], w[13]];
+                    *c = [w[2], w[6], w[10], w[14]];
+                    *e = [w[3], w[7], w[11], w[15]];
+                }
+                let tail = q0.into_remainder().iter_mut().zip(q1.into_remainder());
+                let tail = tail.zip(q2.into_remainder().iter_mut().zip(q3.into_remainder()));
+                for (w, ((a, b), (c, e))) in ws.remainder().chunks_exact(4).zip(tail) {
+                    if let &[x, y, z, u] = w {
+                        (*a, *b, *c, *e) = (x, y, z, u);
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The gather proper, bounds already checked: blocks of up to [`RUN`] lanes, all active,
+/// whose indices step by `N` (a subgroup reading consecutive vectors, an element-wise
+/// kernel) are copied from one slice; other lanes one at a time.
 fn gather_cols<const N: usize>(mut cols: [&mut [u32]; N], idx: &[u32], mask: &[u32], buf: &[u32]) {
     for (blk, (ids, ms)) in idx.chunks(RUN).zip(mask.chunks(RUN)).enumerate() {
         let lane0 = blk * RUN; // ok: blk * RUN < idx.len()
-        let i0 = ids.first().copied().unwrap_or(0) as usize;
-        let run = ids.len() == RUN
-            && ms.iter().all(|&m| m != 0)
-            && ids
-                .iter()
-                .zip((0..RUN).map(|l| i0.wrapping_add(l * N)))
-                .all(|(&i, want)| i as usize == want);
-        let src = match i0.checked_add(RUN * N) {
+        let first = ids.first().copied().unwrap_or(0);
+        let step = N as u32; // ok: N <= 4
+        let active = ms.iter().fold(true, |r, &m| r & (m != 0));
+        let stepping = ids
+            .iter()
+            .zip(ids.iter().skip(1))
+            .fold(true, |r, (&a, &b)| r & (b.wrapping_sub(a) == step));
+        let run = active && stepping;
+        let i0 = first as usize;
+        let src = match i0.checked_add(ids.len() * N) {
             Some(end) if run => buf.get(i0..end),
             _ => None,
         };
         if let Some(src) = src {
-            for (c, col) in cols.iter_mut().enumerate() {
-                if let Some(dst) = col.get_mut(lane0..lane0 + RUN) {
-                    for (d, w) in dst.iter_mut().zip(src.iter().skip(c).step_by(N)) {
-                        *d = *w;
-                    }
-                }
-            }
+            prefetch(buf, i0.wrapping_add(PREFETCH));
+            deinterleave(src, &mut cols, lane0);
             continue;
         }
         for (l, (&i, &m)) in ids.iter().zip(ms).enumerate() {

@@ -158,6 +158,45 @@ pub(crate) fn identity(op: Comb) -> u32 {
     }
 }
 
+/// One butterfly over `cur` for subgroups of width `w` (a power of two): for
+/// `m = w/2, ..., 1`, lane `i` becomes `op(lane i, lane i ^ m)`. The result is in `cur`.
+pub(crate) fn butterfly(op: Comb, cur: &mut Vec<u32>, next: &mut Vec<u32>, w: usize) {
+    macro_rules! go {
+        ($($v:ident),*) => {
+            match op {
+                $(Comb::$v => butterfly_with(cur, next, w, |x, y| comb(Comb::$v, x, y)),)*
+            }
+        };
+    }
+    go!(AddF, MaxF, MinF, AddI, MaxI, MinI, MaxU, MinU, Or, AndB)
+}
+
+#[inline(always)]
+fn butterfly_with(cur: &mut Vec<u32>, next: &mut Vec<u32>, w: usize, g: impl Fn(u32, u32) -> u32) {
+    let mut step = w / 2;
+    while step > 0 {
+        if step >= 8 {
+            // Blocks of 2 * step lanes: each half combines with the other, own value first.
+            for (nb, cb) in next.chunks_mut(2 * step).zip(cur.chunks(2 * step)) {
+                let (nlo, nhi) = nb.split_at_mut(step.min(nb.len()));
+                let (clo, chi) = cb.split_at(step.min(cb.len()));
+                for ((n, &a), &b) in nlo.iter_mut().zip(clo).zip(chi) {
+                    *n = g(a, b);
+                }
+                for ((n, &a), &b) in nhi.iter_mut().zip(chi).zip(clo) {
+                    *n = g(a, b);
+                }
+            }
+        } else {
+            for (i, (n, &a)) in next.iter_mut().zip(cur.iter()).enumerate() {
+                *n = g(a, cur.get(i ^ step).copied().unwrap_or(a));
+            }
+        }
+        std::mem::swap(cur, next);
+        step /= 2;
+    }
+}
+
 /// `len` elements at `at` of the part of the register file below (`lo`, starting at 0) or
 /// above (`hi`, starting at `hi_at`) a borrowed destination.
 #[inline(always)]

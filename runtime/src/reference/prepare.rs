@@ -364,8 +364,11 @@ impl Cx<'_> {
         results: &[Val],
     ) -> Result<Op, Fault> {
         let (start, end) = (self.off(start)?, self.off(end)?);
-        let (var, _) = self.define(var)?;
-        let mask = self.alloc(1);
+        // The induction variable and the loop's mask share one allocation: mask = var + threads.
+        let var_ty = self.ty(var)?;
+        let var_off = self.alloc(2);
+        self.vals.insert(var, (var_off, var_ty));
+        let (var, mask) = (var_off, var_off.saturating_add(self.threads));
         let mut params = Vec::with_capacity(carried.len());
         for c in carried {
             let init = self.off(c.init)?;

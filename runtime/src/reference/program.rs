@@ -197,7 +197,8 @@ pub(crate) struct ForOp {
     pub start: usize,
     pub end: usize,
     pub step: u32,
-    /// Scratch slot for the loop's mask (threads still iterating).
+    /// Scratch slot for the loop's mask (threads still iterating); always `var + threads`,
+    /// so one borrow covers both.
     pub mask: usize,
     pub carried: Vec<Carry>,
     /// Whether a yield reads a carried slot, so yields go through `stage` first.

@@ -1,0 +1,359 @@
+//! The CUDA device (cudarc's driver API, loaded at run time): PTX kernels, one CUDA graph per
+//! entry.
+//!
+//! Invariants: `libcuda` is probed before any other call (a machine without it gets
+//! `Unavailable`, never a panic); all work goes to one non-blocking stream; `record` captures
+//! the entry's launches into a graph and instantiates it once, `replay` launches that graph;
+//! kernel arguments are arena base plus binding offset, fixed at capture (slot contents change,
+//! their addresses never do). A failed launch or synchronize carries CUDA's error name; the
+//! errors CUDA makes sticky (illegal address, launch failure, a kernel `trap`) are `Lost`,
+//! which poisons the engine.
+
+use crate::device::Device;
+use crate::error::DeviceError;
+use cudarc::driver::result::{self, DriverError};
+use cudarc::driver::sys;
+use poot_bundle::{Arena, ArenaSizes, Dispatch, KernelCode, Target};
+use std::ffi::{CString, c_void};
+
+/// One NVIDIA GPU.
+pub struct CudaDevice {
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+    stream: sys::CUstream,
+    arenas: [(sys::CUdeviceptr, u64); 5],
+    name: String,
+    sm: u32,
+    modules: Vec<sys::CUmodule>,
+}
+
+/// A loaded kernel.
+pub struct CudaKernel {
+    func: sys::CUfunction,
+    block: [u32; 3],
+    name: String,
+}
+
+/// An instantiated CUDA graph.
+pub struct CudaGraph {
+    graph: sys::CUgraph,
+    exec: sys::CUgraphExec,
+}
+
+fn index(a: Arena) -> usize {
+    match a {
+        Arena::Weights => 0,
+        Arena::State => 1,
+        Arena::Slots => 2,
+        Arena::Scratch => 3,
+        Arena::Readback => 4,
+    }
+}
+
+fn convert(what: &str, e: DriverError) -> DeviceError {
+    use sys::CUresult::*;
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("{:?}", e.0));
+    let msg = format!("{what}: {name}");
+    match e.0 {
+        CUDA_ERROR_ILLEGAL_ADDRESS
+        | CUDA_ERROR_LAUNCH_FAILED
+        | CUDA_ERROR_ILLEGAL_INSTRUCTION
+        | CUDA_ERROR_ASSERT
+        | CUDA_ERROR_HARDWARE_STACK_ERROR
+        | CUDA_ERROR_MISALIGNED_ADDRESS
+        | CUDA_ERROR_INVALID_PC
+        | CUDA_ERROR_ECC_UNCORRECTABLE
+        | CUDA_ERROR_CONTEXT_IS_DESTROYED => DeviceError::Lost(msg),
+        CUDA_ERROR_NO_DEVICE | CUDA_ERROR_NOT_INITIALIZED => DeviceError::Unavailable(msg),
+        _ => DeviceError::Other(msg),
+    }
+}
+
+impl CudaDevice {
+    /// Opens GPU `ordinal`; `Unavailable` when this machine has no CUDA driver or device.
+    pub fn new(ordinal: i32) -> Result<CudaDevice, DeviceError> {
+        // SAFETY: only probes for the library; every later call needs it present.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(DeviceError::Unavailable(
+                "libcuda.so was not found: this machine has no NVIDIA driver".into(),
+            ));
+        }
+        result::init().map_err(|e| convert("cuInit", e))?;
+        let count = result::device::get_count().map_err(|e| convert("cuDeviceGetCount", e))?;
+        if ordinal >= count {
+            return Err(DeviceError::Unavailable(format!(
+                "no CUDA device {ordinal} ({count} present)"
+            )));
+        }
+        let dev = result::device::get(ordinal).map_err(|e| convert("cuDeviceGet", e))?;
+        // SAFETY: `dev` came from cuDeviceGet.
+        let ctx = unsafe { result::primary_ctx::retain(dev) }
+            .map_err(|e| convert("cuDevicePrimaryCtxRetain", e))?;
+        // SAFETY: `ctx` was just retained.
+        unsafe { result::ctx::set_current(ctx) }.map_err(|e| convert("cuCtxSetCurrent", e))?;
+        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)
+            .map_err(|e| convert("cuStreamCreate", e))?;
+        let name = result::device::get_name(dev).map_err(|e| convert("cuDeviceGetName", e))?;
+        let attr = |a| unsafe { result::device::get_attribute(dev, a) };
+        let major = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)
+            .map_err(|e| convert("cuDeviceGetAttribute", e))?;
+        let minor = attr(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)
+            .map_err(|e| convert("cuDeviceGetAttribute", e))?;
+        Ok(CudaDevice {
+            dev,
+            ctx,
+            stream,
+            arenas: [(0, 0); 5],
+            name,
+            sm: (major * 10 + minor) as u32,
+            modules: Vec::new(),
+        })
+    }
+
+    fn ptr(&self, arena: Arena, offset: u64, len: u64) -> Result<sys::CUdeviceptr, DeviceError> {
+        let (base, size) = self.arenas[index(arena)];
+        if base == 0 && size > 0 || offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(DeviceError::Other(format!(
+                "{len} bytes at {offset} leave the {arena:?} arena of {size} bytes"
+            )));
+        }
+        Ok(base + offset)
+    }
+
+    fn launch(&self, k: &CudaKernel, d: &Dispatch) -> Result<(), DeviceError> {
+        let mut ptrs: Vec<u64> = Vec::with_capacity(d.bindings.len());
+        for b in &d.bindings {
+            ptrs.push(self.ptr(b.arena, b.offset, b.len)?);
+        }
+        let mut params: Vec<*mut c_void> = ptrs
+            .iter_mut()
+            .map(|p| p as *mut u64 as *mut c_void)
+            .collect();
+        let grid = (d.grid[0], d.grid[1], d.grid[2]);
+        let block = (k.block[0], k.block[1], k.block[2]);
+        // SAFETY: `func` is a loaded kernel whose parameters are exactly these pointers (the
+        // bundle validated the bindings against the kernel), each inside its arena.
+        unsafe { result::launch_kernel(k.func, grid, block, 0, self.stream, &mut params) }
+            .map_err(|e| convert(&format!("launch of {}", k.name), e))
+    }
+
+    /// Device-to-device copy bandwidth in bytes per second (bytes read plus written), the
+    /// median of ten event-timed copies of `bytes` bytes after two warm-ups.
+    pub fn measure_copy(&mut self, bytes: usize) -> Result<f64, DeviceError> {
+        // SAFETY: plain allocations and copies on our stream, freed before returning.
+        unsafe {
+            let a = result::malloc_sync(bytes).map_err(|e| convert("cuMemAlloc", e))?;
+            let b = result::malloc_sync(bytes).map_err(|e| convert("cuMemAlloc", e))?;
+            result::memset_d8_async(a, 1, bytes, self.stream)
+                .map_err(|e| convert("cuMemset", e))?;
+            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| convert("cuEventCreate", e))?;
+            let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| convert("cuEventCreate", e))?;
+            let mut times = Vec::new();
+            for i in 0..12 {
+                result::event::record(start, self.stream)
+                    .map_err(|e| convert("cuEventRecord", e))?;
+                result::memcpy_dtod_async(b, a, bytes, self.stream)
+                    .map_err(|e| convert("cuMemcpyDtoD", e))?;
+                result::event::record(end, self.stream).map_err(|e| convert("cuEventRecord", e))?;
+                result::event::synchronize(end).map_err(|e| convert("cuEventSynchronize", e))?;
+                let ms = result::event::elapsed(start, end)
+                    .map_err(|e| convert("cuEventElapsedTime", e))?;
+                if i >= 2 {
+                    times.push(ms as f64);
+                }
+            }
+            result::event::destroy(start).ok();
+            result::event::destroy(end).ok();
+            result::free_sync(a).ok();
+            result::free_sync(b).ok();
+            times.sort_by(|x, y| x.total_cmp(y));
+            let ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
+            Ok(2.0 * bytes as f64 / (ms / 1e3))
+        }
+    }
+}
+
+impl Device for CudaDevice {
+    type Kernel = CudaKernel;
+    type Recording = CudaGraph;
+
+    fn describe(&self) -> String {
+        format!("{} (CUDA, sm_{})", self.name, self.sm)
+    }
+
+    fn accepts(&self) -> Vec<Target> {
+        let mut t = vec![Target::Ptx { sm: 90 }, Target::Ptx { sm: 80 }];
+        t.retain(|x| matches!(x, Target::Ptx { sm } if *sm <= self.sm));
+        t
+    }
+
+    fn alloc(&mut self, s: &ArenaSizes) -> Result<(), DeviceError> {
+        self.free();
+        for (i, size) in [s.weights, s.state, s.slots, s.scratch, s.readback]
+            .into_iter()
+            .enumerate()
+        {
+            let bytes = size.max(256) as usize;
+            // SAFETY: a plain allocation, zeroed on our stream before use.
+            let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| convert("cuMemAlloc", e))?;
+            unsafe { result::memset_d8_async(p, 0, bytes, self.stream) }
+                .map_err(|e| convert("cuMemset", e))?;
+            self.arenas[i] = (p, size);
+        }
+        self.synchronize()
+    }
+
+    fn write(&mut self, arena: Arena, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let p = self.ptr(arena, offset, data.len() as u64)?;
+        // SAFETY: `p..p + len` lies in the arena; the copy is synchronous for pageable memory.
+        unsafe { result::memcpy_htod_async(p, data, self.stream) }
+            .map_err(|e| convert("cuMemcpyHtoD", e))
+    }
+
+    fn read(&mut self, arena: Arena, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        let p = self.ptr(arena, offset, out.len() as u64)?;
+        // SAFETY: as for `write`; the stream is synchronized before `out` is used.
+        unsafe { result::memcpy_dtoh_async(out, p, self.stream) }
+            .map_err(|e| convert("cuMemcpyDtoH", e))?;
+        self.synchronize()
+    }
+
+    fn zero(&mut self, arena: Arena) -> Result<(), DeviceError> {
+        let (p, size) = self.arenas[index(arena)];
+        if size == 0 {
+            return Ok(());
+        }
+        // SAFETY: the whole arena.
+        unsafe { result::memset_d8_async(p, 0, size as usize, self.stream) }
+            .map_err(|e| convert("cuMemset", e))
+    }
+
+    fn load_kernel(&mut self, code: &KernelCode) -> Result<CudaKernel, DeviceError> {
+        let text = CString::new(code.code.clone()).map_err(|_| {
+            DeviceError::Other(format!("kernel {}: PTX holds a NUL byte", code.name))
+        })?;
+        // SAFETY: a NUL-terminated PTX image.
+        let module = unsafe { result::module::load_data(text.as_ptr() as *const c_void) }
+            .map_err(|e| convert(&format!("loading PTX of {}", code.name), e))?;
+        self.modules.push(module);
+        let name = CString::new(code.name.clone())
+            .map_err(|_| DeviceError::Other("kernel name holds a NUL byte".into()))?;
+        // SAFETY: the module was just loaded.
+        let func = unsafe { result::module::get_function(module, name) }
+            .map_err(|e| convert(&format!("finding {}", code.name), e))?;
+        Ok(CudaKernel {
+            func,
+            block: code.workgroup,
+            name: code.name.clone(),
+        })
+    }
+
+    fn record(
+        &mut self,
+        kernels: &[CudaKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<CudaGraph, DeviceError> {
+        // SAFETY: our stream; every launch in between is a valid kernel launch.
+        unsafe {
+            result::stream::begin_capture(
+                self.stream,
+                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
+            )
+        }
+        .map_err(|e| convert("cuStreamBeginCapture", e))?;
+        let mut launched = Ok(());
+        for d in dispatches {
+            let k = kernels
+                .get(d.kernel as usize)
+                .ok_or_else(|| DeviceError::Other(format!("no kernel {}", d.kernel)));
+            launched = k.and_then(|k| self.launch(k, d));
+            if launched.is_err() {
+                break;
+            }
+        }
+        // SAFETY: ends the capture begun above (also after a failed launch).
+        let graph = unsafe { result::stream::end_capture(self.stream) }
+            .map_err(|e| convert("cuStreamEndCapture", e))?;
+        launched?;
+        let mut exec = std::mem::MaybeUninit::uninit();
+        // SAFETY: `graph` was just captured.
+        unsafe { sys::cuGraphInstantiateWithFlags(exec.as_mut_ptr(), graph, 0) }
+            .result()
+            .map_err(|e| convert("cuGraphInstantiate", e))?;
+        // SAFETY: initialised by the successful call above.
+        Ok(CudaGraph {
+            graph,
+            exec: unsafe { exec.assume_init() },
+        })
+    }
+
+    fn replay(&mut self, _: &[CudaKernel], rec: &CudaGraph) -> Result<(), DeviceError> {
+        // SAFETY: an instantiated graph on our stream.
+        unsafe { result::graph::launch(rec.exec, self.stream) }
+            .map_err(|e| convert("cuGraphLaunch", e))
+    }
+
+    fn eager(
+        &mut self,
+        kernels: &[CudaKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<(), DeviceError> {
+        for d in dispatches {
+            let k = kernels
+                .get(d.kernel as usize)
+                .ok_or_else(|| DeviceError::Other(format!("no kernel {}", d.kernel)))?;
+            self.launch(k, d)?;
+        }
+        Ok(())
+    }
+
+    fn synchronize(&mut self) -> Result<(), DeviceError> {
+        // SAFETY: our stream.
+        unsafe { result::stream::synchronize(self.stream) }
+            .map_err(|e| convert("cuStreamSynchronize", e))
+    }
+
+    fn copy_bandwidth(&mut self) -> Result<Option<f64>, DeviceError> {
+        self.measure_copy(1 << 30).map(Some)
+    }
+
+    fn free(&mut self) {
+        for (p, _) in &mut self.arenas {
+            if *p != 0 {
+                // SAFETY: allocated by `alloc`, freed once.
+                unsafe { result::free_sync(*p) }.ok();
+                *p = 0;
+            }
+        }
+    }
+}
+
+impl Drop for CudaGraph {
+    fn drop(&mut self) {
+        // SAFETY: created by `record`, destroyed once.
+        unsafe {
+            result::graph::exec_destroy(self.exec).ok();
+            result::graph::destroy(self.graph).ok();
+        }
+    }
+}
+
+impl Drop for CudaDevice {
+    fn drop(&mut self) {
+        self.free();
+        // SAFETY: modules and stream created by this device; the context retained in `new`.
+        unsafe {
+            for m in self.modules.drain(..) {
+                result::module::unload(m).ok();
+            }
+            result::stream::destroy(self.stream).ok();
+            result::primary_ctx::release(self.dev).ok();
+        }
+        let _ = self.ctx;
+    }
+}
