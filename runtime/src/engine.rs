@@ -16,12 +16,13 @@ struct Loaded<D: Device> {
     rec: D::Recording,
 }
 
-/// The generic executor.
+/// The generic executor. Field order is drop order: recordings and kernels go before the
+/// device whose context they live in.
 pub struct Engine<D: Device> {
+    entries: Vec<Option<Loaded<D>>>,
+    kernels: Vec<D::Kernel>,
     dev: D,
     manifest: Option<Manifest>,
-    kernels: Vec<D::Kernel>,
-    entries: Vec<Option<Loaded<D>>>,
     poisoned: Option<String>,
     needs_reset: Option<String>,
     stats: Stats,

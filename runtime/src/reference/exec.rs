@@ -609,6 +609,7 @@ fn oob(prog: &Program, wg: [u32; 3], o: Oob) -> Fault {
 }
 
 /// The first active lane whose access of `comps` elements at its index leaves `len`.
+#[inline(always)]
 fn first_oob(idx: &[u32], mask: &[u32], comps: usize, len: usize) -> Option<usize> {
     let limit = len.checked_sub(comps);
     // A vectorisable pass for the common case: the largest active index fits.
@@ -646,8 +647,70 @@ fn prefetch(buf: &[u32], i: usize) {
 /// Lanes per block of [`gather_cols`].
 const RUN: usize = 32;
 
+/// `0, 1, ..., RUN - 1`.
+const RAMP: [u32; RUN] = {
+    let mut r = [0u32; RUN];
+    let mut i = 0;
+    while i < RUN {
+        r[i] = i as u32;
+        i += 1;
+    }
+    r
+};
+
+/// [`deinterleave`] of a whole block of [`RUN`] lanes through fixed-size arrays, which the
+/// compiler turns into vector shuffles; `false` (nothing written) for other shapes.
+#[inline(always)]
+fn deinterleave_block<const N: usize>(
+    src: &[u32],
+    cols: &mut [&mut [u32]; N],
+    lane0: usize,
+) -> bool {
+    let end = lane0.saturating_add(RUN);
+    match cols.as_mut_slice() {
+        [c0, c1, c2, c3] => {
+            let (Ok(w), Some(a), Some(b), Some(c), Some(d)) = (
+                <&[u32; 4 * RUN]>::try_from(src),
+                c0.get_mut(lane0..end)
+                    .and_then(|x| <&mut [u32; RUN]>::try_from(x).ok()),
+                c1.get_mut(lane0..end)
+                    .and_then(|x| <&mut [u32; RUN]>::try_from(x).ok()),
+                c2.get_mut(lane0..end)
+                    .and_then(|x| <&mut [u32; RUN]>::try_from(x).ok()),
+                c3.get_mut(lane0..end)
+                    .and_then(|x| <&mut [u32; RUN]>::try_from(x).ok()),
+            ) else {
+                return false;
+            };
+            for l in 0..RUN {
+                // ok: l < RUN and 4 * l + 3 < 4 * RUN, the arrays' lengths.
+                (a[l], b[l], c[l], d[l]) = (w[4 * l], w[4 * l + 1], w[4 * l + 2], w[4 * l + 3]);
+            }
+            true
+        }
+        [c0, c1] => {
+            let (Ok(w), Some(a), Some(b)) = (
+                <&[u32; 2 * RUN]>::try_from(src),
+                c0.get_mut(lane0..end)
+                    .and_then(|x| <&mut [u32; RUN]>::try_from(x).ok()),
+                c1.get_mut(lane0..end)
+                    .and_then(|x| <&mut [u32; RUN]>::try_from(x).ok()),
+            ) else {
+                return false;
+            };
+            for l in 0..RUN {
+                // ok: l < RUN and 2 * l + 1 < 2 * RUN, the arrays' lengths.
+                (a[l], b[l]) = (w[2 * l], w[2 * l + 1]);
+            }
+            true
+        }
+        _ => false,
+    }
+}
+
 /// Copies `src` (`cols.len()`-word vectors of consecutive lanes) into the columns starting
 /// at `lane0`, one loop per vector width so the transposition vectorises.
+#[inline(always)]
 fn deinterleave<const N: usize>(src: &[u32], cols: &mut [&mut [u32]; N], lane0: usize) {
     let lanes = src.len() / N;
     let end = lane0.saturating_add(lanes);
@@ -725,17 +788,22 @@ fn deinterleave<const N: usize>(src: &[u32], cols: &mut [&mut [u32]; N], lane0: 
 /// The gather proper, bounds already checked: blocks of up to [`RUN`] lanes, all active,
 /// whose indices step by `N` (a subgroup reading consecutive vectors, an element-wise
 /// kernel) are copied from one slice; other lanes one at a time.
+#[inline(always)]
 fn gather_cols<const N: usize>(mut cols: [&mut [u32]; N], idx: &[u32], mask: &[u32], buf: &[u32]) {
     for (blk, (ids, ms)) in idx.chunks(RUN).zip(mask.chunks(RUN)).enumerate() {
         let lane0 = blk * RUN; // ok: blk * RUN < idx.len()
         let first = ids.first().copied().unwrap_or(0);
-        let step = N as u32; // ok: N <= 4
-        let active = ms.iter().fold(true, |r, &m| r & (m != 0));
-        let stepping = ids
+        // One pass of bit operations (vectorisable): zero iff every lane is active and lane
+        // `l` reads at `first + l * N`.
+        let shift = N.trailing_zeros(); // N is 1, 2 or 4
+        let off = ids
             .iter()
-            .zip(ids.iter().skip(1))
-            .fold(true, |r, (&a, &b)| r & (b.wrapping_sub(a) == step));
-        let run = active && stepping;
+            .zip(ms)
+            .zip(RAMP.iter())
+            .fold(0u32, |acc, ((&i, &m), &l)| {
+                acc | (i.wrapping_sub(first) ^ (l << shift)) | (m ^ 1)
+            });
+        let run = off == 0;
         let i0 = first as usize;
         let src = match i0.checked_add(ids.len() * N) {
             Some(end) if run => buf.get(i0..end),
@@ -743,7 +811,9 @@ fn gather_cols<const N: usize>(mut cols: [&mut [u32]; N], idx: &[u32], mask: &[u
         };
         if let Some(src) = src {
             prefetch(buf, i0.wrapping_add(PREFETCH));
-            deinterleave(src, &mut cols, lane0);
+            if !deinterleave_block(src, &mut cols, lane0) {
+                deinterleave(src, &mut cols, lane0);
+            }
             continue;
         }
         for (l, (&i, &m)) in ids.iter().zip(ms).enumerate() {
@@ -766,6 +836,36 @@ fn gather_cols<const N: usize>(mut cols: [&mut [u32]; N], idx: &[u32], mask: &[u
 /// of `d` (`threads` lanes each); `Err` names the first active lane whose access leaves `buf`
 /// (nothing is written then).
 fn gather(
+    d: &mut [u32],
+    idx: &[u32],
+    mask: &[u32],
+    buf: &[u32],
+    comps: usize,
+) -> Result<(), usize> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: `avx2` was detected at run time just above, the only requirement of
+        // `gather_avx2` (a safe function compiled with that feature).
+        return unsafe { gather_avx2(d, idx, mask, buf, comps) };
+    }
+    gather_any(d, idx, mask, buf, comps)
+}
+
+/// [`gather_any`] compiled for AVX2, where the transpositions become vector shuffles.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn gather_avx2(
+    d: &mut [u32],
+    idx: &[u32],
+    mask: &[u32],
+    buf: &[u32],
+    comps: usize,
+) -> Result<(), usize> {
+    gather_any(d, idx, mask, buf, comps)
+}
+
+#[inline(always)]
+fn gather_any(
     d: &mut [u32],
     idx: &[u32],
     mask: &[u32],
