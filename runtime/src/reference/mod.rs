@@ -69,6 +69,7 @@
 //! `// ok:`), arithmetic on sizes is checked, and every failure is a [`Fault`].
 
 mod exec;
+mod gather;
 mod lanes;
 mod memory;
 mod prepare;

@@ -1,0 +1,266 @@
+//! Traps, out-of-bounds accesses, bindings, refused kernels, and parallel runs that fault.
+
+use super::{bits, exec, gid, whole};
+use poot_kir::{Access, CmpOp, Kernel, KernelBuilder, Scalar, Special, UnOp};
+use poot_runtime::reference::{
+    BAD_DISPATCH, Binding, INVALID_KERNEL, OUT_OF_BOUNDS, Prepared, run,
+};
+
+/// `out[i] = x[i]` for every thread, then `trap(42)` in threads whose word is 7.
+fn trap_kernel() -> Kernel {
+    let mut b = KernelBuilder::new("trapper", [32, 1, 1], 1);
+    let px = b.param("x", Scalar::U32, Access::Read);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let i = gid(&mut b, 32);
+    let v = b.load(px, i, 1);
+    b.store(po, i, v);
+    let seven = b.u32(7);
+    let hit = b.cmp(CmpOp::Eq, v, seven);
+    b.if_then(hit, |b| b.trap(42));
+    b.finish()
+}
+
+#[test]
+fn trap_faults_with_its_code_and_keeps_earlier_effects() {
+    let k = trap_kernel();
+    let p = Prepared::new(&k).unwrap();
+    let x: Vec<u32> = (0..64).map(|i| i % 5 + 10).collect();
+    let mut arenas = vec![x.clone(), vec![0; 64]];
+    p.run([2, 1, 1], &whole(&arenas), &mut arenas).unwrap();
+    assert_eq!(arenas[1], x, "no thread traps");
+    let mut x2 = x.clone();
+    x2[45] = 7;
+    for sequential in [false, true] {
+        let mut arenas = vec![x2.clone(), vec![0; 64]];
+        let binds = whole(&arenas);
+        let f = if sequential {
+            p.run_sequential([2, 1, 1], &binds, &mut arenas)
+        } else {
+            p.run([2, 1, 1], &binds, &mut arenas)
+        };
+        let f = f.unwrap_err();
+        assert_eq!((f.kernel.as_str(), f.code), ("trapper", 42));
+        assert!(
+            f.detail
+                .contains("thread [13, 0, 0] of work-group [1, 0, 0]"),
+            "{}",
+            f.detail
+        );
+        assert_eq!(arenas[1], x2, "stores before the trap stay done");
+        assert!(f.to_string().contains("0x0000002a"), "{f}");
+    }
+}
+
+#[test]
+fn out_of_bounds_loads_and_stores_fault_naming_the_param() {
+    // Scalar load past the binding.
+    let mut b = KernelBuilder::new("oob", [32, 1, 1], 1);
+    let px = b.param("x", Scalar::F32, Access::Read);
+    let po = b.param("out", Scalar::F32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let v = b.load(px, t, 1);
+    b.store(po, t, v);
+    let k = b.finish();
+    let mut arenas = vec![vec![1; 10], vec![0; 32]];
+    let f = run(&k, [1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, OUT_OF_BOUNDS);
+    assert!(
+        f.detail
+            .contains("load of param 0 `x` at index 10 is outside its 10 elements"),
+        "{}",
+        f.detail
+    );
+    assert_eq!(arenas[1], vec![0; 32], "nothing stored");
+    // Store past the binding: the faulting store has no effect.
+    let mut arenas = vec![vec![1; 32], vec![0; 20]];
+    let f = run(&k, [1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, OUT_OF_BOUNDS);
+    assert!(
+        f.detail
+            .contains("store of param 1 `out` at index 20 is outside its 20 elements"),
+        "{}",
+        f.detail
+    );
+    assert!(f.detail.contains("thread [20, 0, 0]"), "{}", f.detail);
+    assert_eq!(arenas[1], vec![0; 20]);
+    // A vector load whose last lane leaves the binding; inactive threads never fault.
+    let mut b = KernelBuilder::new("oob4", [32, 1, 1], 1);
+    let px = b.param("x", Scalar::U32, Access::Read);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let sh = b.shared(Scalar::U32, 16);
+    let t = b.special(Special::LocalX);
+    let limit = b.load(px, t, 1);
+    let lt = b.cmp(CmpOp::Lt, t, limit);
+    b.if_then(lt, |b| {
+        let four = b.u32(4);
+        let i = b.mul(t, four);
+        let v = b.load(px, i, 4);
+        let e = b.extract(v, 3);
+        b.store(po, t, e);
+        b.store(sh, t, e);
+    });
+    let k = b.finish();
+    let p = Prepared::new(&k).unwrap();
+    let mut arenas = vec![vec![8; 32], vec![0; 32]];
+    p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap();
+    assert_eq!(&arenas[1][..8], &[8; 8]);
+    let mut arenas = vec![vec![9; 34], vec![0; 32]];
+    let f = p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert!(
+        f.detail
+            .contains("load of param 0 `x` at index 32 (x4) is outside its 34 elements"),
+        "{}",
+        f.detail
+    );
+    let mut arenas = vec![vec![17; 100], vec![0; 32]];
+    let f = p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert!(
+        f.detail
+            .contains("store of shared array 0 at index 16 is outside its 16 elements"),
+        "{}",
+        f.detail
+    );
+}
+
+#[test]
+fn bindings_are_checked_and_may_share_an_arena() {
+    let mut b = KernelBuilder::new("double", [16, 1, 1], 1);
+    let px = b.param("x", Scalar::F32, Access::Read);
+    let po = b.param("out", Scalar::F32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let v = b.load(px, t, 1);
+    let s = b.add(v, v);
+    b.store(po, t, s);
+    let k = b.finish();
+    let p = Prepared::new(&k).unwrap();
+    let mut arenas = vec![vec![0; 64]];
+    let f = p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, BAD_DISPATCH);
+    assert!(
+        f.detail
+            .contains("2 buffer parameters but the dispatch binds 1"),
+        "{}",
+        f.detail
+    );
+    let bind = |arena, offset, len| Binding { arena, offset, len };
+    let f = p
+        .run([1, 1, 1], &[bind(0, 0, 16), bind(0, 50, 16)], &mut arenas)
+        .unwrap_err();
+    assert_eq!(f.code, BAD_DISPATCH);
+    assert!(
+        f.detail
+            .contains("param 1 `out`: binding of words 50+16 is outside arena 0 of 64 words"),
+        "{}",
+        f.detail
+    );
+    let f = p
+        .run([1, 1, 1], &[bind(0, 0, 16), bind(3, 0, 16)], &mut arenas)
+        .unwrap_err();
+    assert!(
+        f.detail.contains("bound to arena 3 but there are 1 arenas"),
+        "{}",
+        f.detail
+    );
+    // Two ranges of one arena, and the same range read and written (in place).
+    let x: Vec<f32> = (0..64).map(|i| i as f32 * 0.25).collect();
+    let mut arenas = vec![bits(&x)];
+    p.run([1, 1, 1], &[bind(0, 5, 16), bind(0, 40, 16)], &mut arenas)
+        .unwrap();
+    for i in 0..16 {
+        assert_eq!(arenas[0][40 + i], (x[5 + i] * 2.0).to_bits());
+    }
+    let mut arenas = vec![bits(&x)];
+    p.run([1, 1, 1], &[bind(0, 8, 16), bind(0, 8, 16)], &mut arenas)
+        .unwrap();
+    assert_eq!(
+        arenas[0][8..24],
+        bits(&x[8..24].iter().map(|v| v * 2.0).collect::<Vec<_>>())
+    );
+    // A grid with a zero dimension runs nothing.
+    p.run([0, 1, 1], &[bind(0, 0, 16), bind(0, 0, 16)], &mut arenas)
+        .unwrap();
+}
+
+#[test]
+fn kernels_without_a_defined_meaning_are_refused() {
+    let refused = |k: &Kernel, what: &str| {
+        let f = Prepared::new(k).unwrap_err();
+        assert_eq!(f.code, INVALID_KERNEL, "{f}");
+        assert!(f.detail.contains(what), "{what}: {f}");
+    };
+    let mut b = KernelBuilder::new("not_f32", [1, 1, 1], 1);
+    let x = b.f32(1.0);
+    b.un(UnOp::Not, x);
+    refused(&b.finish(), "not of f32");
+    let mut b = KernelBuilder::new("scope", [4, 1, 1], 1);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let c = b.cmp(CmpOp::Eq, t, t);
+    let mut inner = None;
+    b.if_then(c, |b| inner = Some(b.u32(1)));
+    b.store(po, t, inner.unwrap());
+    refused(&b.finish(), "is used where it is not defined");
+    refused(
+        &KernelBuilder::new("sg", [24, 1, 1], 24).finish(),
+        "not a power of two",
+    );
+    // A work-group whose size wraps u32 to 2 threads.
+    refused(
+        &KernelBuilder::new("wrap", [3, 1_431_655_766, 1], 1).finish(),
+        "is not 1..=1024 threads",
+    );
+    // A value id the kernel has no type for (taken from a larger kernel).
+    let mut big = KernelBuilder::new("big", [1, 1, 1], 1);
+    let far = (0..10).map(|i| big.u32(i)).last().unwrap();
+    let mut b = KernelBuilder::new("foreign", [1, 1, 1], 1);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    b.store(po, far, far);
+    refused(&b.finish(), "has no type");
+}
+
+#[test]
+fn parallel_runs_are_deterministic_and_fault_like_sequential_ones() {
+    let mut b = KernelBuilder::new("poly", [64, 1, 1], 1);
+    let px = b.param("x", Scalar::F32, Access::Read);
+    let po = b.param("out", Scalar::F32, Access::Write);
+    let i = gid(&mut b, 64);
+    let n = b.u32(20_000);
+    let inb = b.cmp(CmpOp::Lt, i, n);
+    b.if_then(inb, |b| {
+        let v = b.load(px, i, 1);
+        let e = b.un(UnOp::Exp, v);
+        let c = b.un(UnOp::Cos, v);
+        let y = b.fma(e, c, v);
+        b.store(po, i, y);
+    });
+    let k = b.finish();
+    let x: Vec<f32> = (0..20_000)
+        .map(|i| (i as f32 * 0.001).sin() * 3.0)
+        .collect();
+    let grid = [20_000u32.div_ceil(64), 1, 1];
+    let out = exec(&k, grid, vec![bits(&x), vec![0; 20_000]]);
+    for (i, &v) in x.iter().enumerate() {
+        assert_eq!(out[1][i], v.exp().mul_add(v.cos(), v).to_bits());
+    }
+    let p = Prepared::new(&k).unwrap();
+    let mut again = vec![bits(&x), vec![0; 20_000]];
+    p.run(grid, &whole(&again), &mut again).unwrap();
+    assert_eq!(again, out, "a second run on pooled registers");
+    // A fault in the middle of a parallel dispatch: the same arenas and fault as sequential.
+    let k = trap_kernel();
+    let p = Prepared::new(&k).unwrap();
+    let mut x: Vec<u32> = (0..32 * 600).map(|i| i % 5 + 10).collect();
+    x[32 * 300 + 3] = 7;
+    x[32 * 500 + 9] = 7;
+    let mut par = vec![x.clone(), vec![0; x.len()]];
+    let mut seq = par.clone();
+    let fp = p.run([600, 1, 1], &whole(&par), &mut par).unwrap_err();
+    let fs = p
+        .run_sequential([600, 1, 1], &whole(&seq), &mut seq)
+        .unwrap_err();
+    assert_eq!(fp, fs);
+    assert_eq!(par, seq);
+    assert!(fp.detail.contains("work-group [300, 0, 0]"), "{fp}");
+    assert_eq!(par[1][32 * 301 - 1], x[32 * 301 - 1]);
+    assert_eq!(par[1][32 * 301], 0);
+}
