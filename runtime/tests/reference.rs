@@ -358,6 +358,15 @@ fn subgroup_reduce_and_shuffle_widths_32_and_8() {
             |b| vec![b.subgroup_reduce(ReduceOp::Add, v)],
             |b| vec![b.f32(-1.0)],
         );
+        // Odd threads shuffle with their (inactive) even partners: they keep their own value.
+        let one = b.u32(1);
+        let odd = b.bin(BinOp::And, t, one);
+        let odd = b.cmp(CmpOp::Eq, odd, one);
+        let lone = b.if_else(
+            odd,
+            |b| vec![b.expr(Expr::ShuffleXor(v, 1))],
+            |b| vec![b.f32(-2.0)],
+        );
         let two = b.u32(2);
         let t2 = b.mul(t, two);
         let v2 = b.load(px, t2, 2);
@@ -374,6 +383,7 @@ fn subgroup_reduce_and_shuffle_widths_32_and_8() {
             b.extract(r2, 0),
             b.extract(r2, 1),
             lane,
+            lone[0],
         ];
         for (j, r) in results.into_iter().enumerate() {
             let r = if b.ty(r).scalar == Scalar::U32 {
@@ -392,7 +402,7 @@ fn subgroup_reduce_and_shuffle_widths_32_and_8() {
         let xi: Vec<u32> = (0..64)
             .map(|i: i32| (i * 40503 % 1013 - 500) as u32)
             .collect();
-        let out = exec(&k, [1, 1, 1], vec![bits(&x), xi.clone(), vec![0; 64 * 11]]);
+        let out = exec(&k, [1, 1, 1], vec![bits(&x), xi.clone(), vec![0; 64 * 12]]);
         let (wu, all) = (w as usize, vec![true; 64]);
         let xb = bits(&x[..64]);
         let add = |a: u32, b: u32| (fb(a) + fb(b)).to_bits();
@@ -414,6 +424,13 @@ fn subgroup_reduce_and_shuffle_widths_32_and_8() {
             want.extend(butterfly(&comp, &all, wu, f32::NEG_INFINITY.to_bits(), max));
         }
         want.extend((0..64).map(|t| (t % wu) as u32));
+        want.extend((0..64).map(|t| {
+            if t % 2 == 1 {
+                xb[t]
+            } else {
+                (-2.0f32).to_bits()
+            }
+        }));
         for (i, (got, want)) in out[2].iter().zip(&want).enumerate() {
             assert_eq!(got, want, "width {w}, result {}, thread {}", i / 64, i % 64);
         }
@@ -484,6 +501,29 @@ fn vector_loads_stores_selects() {
         }
         assert_eq!(&o[208 + 2 * t..210 + 2 * t], v2);
     }
+}
+
+#[test]
+fn conflicting_stores_apply_in_lane_order() {
+    // Thread t stores [t, t] at t (thread t + 1 overwrites the second word), then every
+    // thread stores t at 100: the highest thread wins.
+    let mut b = KernelBuilder::new("conflicts", [64, 1, 1], 1);
+    let pp = b.param("pairs", Scalar::U32, Access::Read);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let two = b.u32(2);
+    let i2 = b.mul(t, two);
+    let v = b.load(pp, i2, 2);
+    b.store(po, t, v);
+    let at = b.u32(100);
+    b.store(po, at, t);
+    let k = b.finish();
+    let pairs: Vec<u32> = (0..128).map(|i| i / 2).collect();
+    let out = exec(&k, [1, 1, 1], vec![pairs, vec![0; 101]]);
+    let mut want: Vec<u32> = (0..65).map(|i: u32| i.min(63)).collect();
+    want.resize(100, 0);
+    want.push(63);
+    assert_eq!(out[1], want);
 }
 
 #[test]

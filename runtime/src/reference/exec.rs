@@ -503,6 +503,7 @@ impl<G: Global> Exec<'_, G> {
             map1(regs, c.param, c.init, c.n, copy).ok_or_else(|| bad(self.prog))?;
         }
         // The threads of the parent mask with var < end.
+        // ok (`2 * t`, here and below): t <= 1024.
         let (vm, [e, p]) =
             split(regs, l.var, 2 * t, [(l.end, t), (parent, t)]).ok_or_else(|| bad(self.prog))?;
         let (v, m) = vm.split_at_mut(t.min(vm.len()));

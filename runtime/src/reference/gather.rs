@@ -50,7 +50,7 @@ const RAMP: [u32; RUN] = {
     let mut r = [0u32; RUN];
     let mut i = 0;
     while i < RUN {
-        r[i] = i as u32;
+        r[i] = i as u32; // ok: constant evaluation, i < RUN
         i += 1;
     }
     r
@@ -131,6 +131,7 @@ fn deinterleave<const N: usize>(src: &[u32], cols: &mut [&mut [u32]; N], lane0: 
                     ) else {
                         continue;
                     };
+                    // ok: constant indices into fixed-size arrays (checked at compile time).
                     *a = [w[0], w[2], w[4], w[6]];
                     *b = [w[1], w[3], w[5], w[7]];
                 }
@@ -165,6 +166,7 @@ fn deinterleave<const N: usize>(src: &[u32], cols: &mut [&mut [u32]; N], lane0: 
                     ) else {
                         continue;
                     };
+                    // ok: constant indices into fixed-size arrays (checked at compile time).
                     *a = [w[0], w[4], w[8], w[12]];
                     *b = [w[1], w[5], w[9], w[13]];
                     *c = [w[2], w[6], w[10], w[14]];
@@ -221,6 +223,7 @@ fn gather_cols<const N: usize>(mut cols: [&mut [u32]; N], idx: &[u32], mask: &[u
                 && let Some(words) = buf.get(i..i + N)
             {
                 for (col, &x) in cols.iter_mut().zip(words) {
+                    // ok (the sum): lane0 + l < idx.len().
                     if let Some(d) = col.get_mut(lane0 + l) {
                         *d = x;
                     }

@@ -15,8 +15,8 @@ use poot_kir::{
 };
 use std::collections::HashMap;
 
-/// The largest register file a kernel may need, in 32-bit words (1 GiB).
-const MAX_REGS: usize = 1 << 28;
+/// The largest register file a kernel may need, in 32-bit words (256 MiB).
+const MAX_REGS: usize = 1 << 26;
 /// The largest shared memory a work-group may declare, in 32-bit words (64 MiB).
 const MAX_SHARED: usize = 1 << 24;
 

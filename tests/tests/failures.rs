@@ -1,0 +1,76 @@
+//! Failure semantics on the reference device: a kernel check that fails (a position past the
+//! cache traps in the K/V write) is a typed fault naming the kernel and its code; the engine
+//! then refuses to step until `reset_state`, and works again after it. Unknown entries and
+//! wrong slot data are typed errors that say what is wrong.
+
+use poot_bundle::{EntryKey, Sampling, SlotKind, StepKind, Target};
+use poot_compiler::families::Family;
+use poot_compiler::lower::TRAP_CACHE_OVERFLOW;
+use poot_runtime::devices::reference::ReferenceDevice;
+use poot_runtime::{DeviceError, Engine, Executor, RuntimeError};
+use poot_tests::tier2::tiny_bundle;
+
+fn decode_key(cap: u32) -> EntryKey {
+    EntryKey { program: "generate".into(), kind: StepKind::Decode, rows: 2, cap, sampling: Sampling::Greedy }
+}
+
+#[test]
+fn trap_needs_reset_then_recovers() {
+    let (_, bundle) = tiny_bundle(Family::Llama, Target::Reference, 16, 2);
+    let mut e = Engine::new(ReferenceDevice::new());
+    e.load_weights(&bundle).unwrap();
+    let id = e.add_entry(&decode_key(16)).unwrap();
+    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
+    let err = e.step(id, &slots(16)).unwrap_err();
+    match &err {
+        RuntimeError::Device { source: DeviceError::Fault { kernel, code, .. }, .. } => {
+            assert!(kernel.starts_with("update_slice"), "{err}");
+            assert_eq!(*code, TRAP_CACHE_OVERFLOW);
+        }
+        other => panic!("expected a kernel fault, got {other}"),
+    }
+    let again = e.step(id, &slots(3)).unwrap_err().to_string();
+    assert!(again.contains("call reset_state before stepping again"), "{again}");
+    e.reset_state().unwrap();
+    let ok = e.step(id, &slots(3)).unwrap();
+    assert_eq!(ok.tokens.len(), 2);
+}
+
+#[test]
+fn unknown_entry_names_the_flag() {
+    let (_, bundle) = tiny_bundle(Family::Qwen2, Target::Reference, 16, 2);
+    let mut e = Engine::new(ReferenceDevice::new());
+    e.load_weights(&bundle).unwrap();
+    let err = e.add_entry(&decode_key(32)).unwrap_err().to_string();
+    assert!(err.contains("--cap 32"), "{err}");
+}
+
+#[test]
+fn wrong_slot_data_is_refused() {
+    let (_, bundle) = tiny_bundle(Family::Qwen2, Target::Reference, 16, 2);
+    let mut e = Engine::new(ReferenceDevice::new());
+    e.load_weights(&bundle).unwrap();
+    let id = e.add_entry(&decode_key(16)).unwrap();
+    let err = e.step(id, &[(SlotKind::Token, vec![1, 2, 3]), (SlotKind::Pos, vec![0, 0])]).unwrap_err().to_string();
+    assert!(err.contains("takes 2 values, got 3"), "{err}");
+    let err = e.step(id, &[(SlotKind::Token, vec![1, 2])]).unwrap_err().to_string();
+    assert!(err.contains("slot Pos"), "{err}");
+}
+
+#[test]
+fn no_target_for_the_device() {
+    let (_, bundle) = tiny_bundle(Family::Llama, Target::Ptx { sm: 90 }, 16, 2);
+    let mut e = Engine::new(ReferenceDevice::new());
+    let err = e.load_weights(&bundle).unwrap_err().to_string();
+    assert!(err.contains("reference"), "{err}");
+}
+
+#[test]
+fn unknown_token_id_traps() {
+    let (_, bundle) = tiny_bundle(Family::Llama, Target::Reference, 16, 2);
+    let mut e = Engine::new(ReferenceDevice::new());
+    e.load_weights(&bundle).unwrap();
+    let id = e.add_entry(&decode_key(16)).unwrap();
+    let err = e.step(id, &[(SlotKind::Token, vec![1, 64]), (SlotKind::Pos, vec![0, 0])]).unwrap_err().to_string();
+    assert!(err.contains("gather") && err.contains("code 2"), "{err}");
+}
