@@ -107,6 +107,12 @@ impl<'a> Emit<'a> {
         Ok(self.mem(Buf::Value(b), elem(self.g.ty(v).dtype), access))
     }
 
+    /// The parameter backing weight `v` as raw 32-bit words (any dtype, packed included).
+    pub fn words(&mut self, v: Value) -> Result<Mem> {
+        let b = self.pl.buffer_of(v).ok_or_else(|| super::place::unsupported(self.g, v, "a weight without a buffer"))?;
+        Ok(self.mem(Buf::Value(b), KS::U32, Access::Read))
+    }
+
     /// Makes `value(v, idx)` return `x` (a fused producer's result at the current index).
     pub fn set_override(&mut self, v: Value, x: Val) {
         self.overrides.insert(v, x);

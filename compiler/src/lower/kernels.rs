@@ -8,7 +8,7 @@
 
 use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use super::place::unsupported;
-use super::quant::weight;
+use super::quant::{unit, weight};
 use crate::Result;
 use poot_ir::{DType, Value};
 use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
@@ -88,7 +88,7 @@ pub fn gather_rows(e: &mut Emit, root: Value) -> Result<Launch> {
     let (rows, d) = (tt.shape.0[0], tt.shape.0[1]);
     let n = e.g.ty(root).shape.numel();
     let out = e.buffer(root, Access::Write)?;
-    let w = e.buffer(table, Access::Read)?;
+    let w = e.words(table)?;
     let words = bytes(e, table).div_ceil(4);
     let row_bytes = tt.dtype.bytes_for(d).unwrap_or(0);
     let ids_dims = e.g.ty(ids).shape.0.clone();
@@ -122,7 +122,7 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
     let rows = e.g.ty(x).shape.numel() / k;
     let rb = rows.min(MM_ROWS);
     let xm = e.buffer(x, Access::Read)?;
-    let wm = e.buffer(w, Access::Read)?;
+    let wm = e.words(w)?;
     let out = e.buffer(root, Access::Write)?;
     let words = bytes(e, w).div_ceil(4);
     let row_bytes = wt.dtype.bytes_for(k).unwrap_or(0);
@@ -144,20 +144,51 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
         let zero = e.kb.f32(0.0);
         let kv = e.u(k);
         let last_row = e.u(rows - 1);
-        let acc = e.repeat(lane, kv, sub, &vec![zero; rb], |e, kk, acc| {
-            let wv = weight(e, wm, words, wt.dtype, col, kk, row_bytes);
-            let mut next = Vec::with_capacity(rb);
-            for (r, &a) in acc.iter().enumerate() {
-                let rv = e.u(r);
-                let m = e.kb.add(m0, rv);
-                let m = e.kb.bin(BinOp::Min, m, last_row);
-                let mk = e.kb.mul(m, kv);
-                let at = e.kb.add(mk, kk);
-                let xv = e.kb.load(xm, at, 1);
-                next.push(e.kb.fma(xv, wv, a));
-            }
-            Ok(next)
-        })?;
+        let acc = if k % 32 == 0 {
+            // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
+            // the matching x as eight 4-lane loads.
+            let units = e.u(k / 32);
+            e.repeat(lane, units, sub, &vec![zero; rb], |e, u, acc| {
+                let w = unit(e, wm, words, wt.dtype, col, u, row_bytes);
+                let c32 = e.u(32);
+                let k0 = e.kb.mul(u, c32);
+                let mut next = Vec::with_capacity(rb);
+                for (r, &a) in acc.iter().enumerate() {
+                    let rv = e.u(r);
+                    let m = e.kb.add(m0, rv);
+                    let m = e.kb.bin(BinOp::Min, m, last_row);
+                    let mk = e.kb.mul(m, kv);
+                    let xb = e.kb.add(mk, k0);
+                    let mut s = a;
+                    for q in 0..8 {
+                        let off = e.u(4 * q);
+                        let at = e.kb.add(xb, off);
+                        let xv = e.kb.load(xm, at, 4);
+                        for c in 0..4 {
+                            let x1 = e.kb.extract(xv, c as u8);
+                            s = e.kb.fma(x1, w[4 * q + c], s);
+                        }
+                    }
+                    next.push(s);
+                }
+                Ok(next)
+            })?
+        } else {
+            e.repeat(lane, kv, sub, &vec![zero; rb], |e, kk, acc| {
+                let wv = weight(e, wm, words, wt.dtype, col, kk, row_bytes);
+                let mut next = Vec::with_capacity(rb);
+                for (r, &a) in acc.iter().enumerate() {
+                    let rv = e.u(r);
+                    let m = e.kb.add(m0, rv);
+                    let m = e.kb.bin(BinOp::Min, m, last_row);
+                    let mk = e.kb.mul(m, kv);
+                    let at = e.kb.add(mk, kk);
+                    let xv = e.kb.load(xm, at, 1);
+                    next.push(e.kb.fma(xv, wv, a));
+                }
+                Ok(next)
+            })?
+        };
         let sums: Vec<Val> = acc
             .iter()
             .map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a))
@@ -314,7 +345,8 @@ pub fn scatter(e: &mut Emit, root: Value) -> Result<Launch> {
     Ok(launch([n.div_ceil(256), 1, 1], 8 * n))
 }
 
-const RED_THREADS: usize = 256;
+/// Threads of the reduction kernels (argmax, non-finite flag).
+pub const RED_THREADS: usize = 1024;
 
 /// A fixed-order tree reduction of `vals` (per-thread values) over the work-group through
 /// shared arrays; `combine(e, mine, other)` returns the combined values.
@@ -368,14 +400,19 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
     let base = e.kb.mul(row, nv);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let none = e.kb.u32(u32::MAX);
-    let found = e.repeat(
-        local,
-        nv,
-        RED_THREADS as u32,
-        &[ninf, none, none],
-        |e, k, c| {
-            let at = e.kb.add(base, k);
-            let v = e.kb.load(xm, at, 1);
+    // Each thread scans 4-element groups in increasing index order (4-lane loads).
+    let lanes = if n % 4 == 0 { 4 } else { 1 };
+    let four = e.u(lanes);
+    let start = e.kb.mul(local, four);
+    let step = (RED_THREADS * lanes) as u32;
+    let found = e.repeat(start, nv, step, &[ninf, none, none], |e, k0, c| {
+        let at = e.kb.add(base, k0);
+        let vs = e.kb.load(xm, at, lanes as u8);
+        let mut c = c.to_vec();
+        for i in 0..lanes {
+            let v = if lanes == 1 { vs } else { e.kb.extract(vs, i as u8) };
+            let iv = e.u(i);
+            let k = e.kb.add(k0, iv);
             let nan = e.kb.un(UnOp::IsNan, v);
             let ok = e.kb.un(UnOp::Not, nan);
             let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
@@ -386,9 +423,10 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
             let bi = e.kb.select(take, k, c[1]);
             let first_nan = e.kb.bin(BinOp::Min, c[2], k);
             let fi = e.kb.select(nan, first_nan, c[2]);
-            Ok(vec![bv, bi, fi])
-        },
-    )?;
+            c = vec![bv, bi, fi];
+        }
+        Ok(c)
+    })?;
     let r = tree(e, found, &|e, a, b| {
         let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
         let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
@@ -427,13 +465,22 @@ pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
     let local = e.kb.special(Special::LocalX);
     let nv = e.u(n);
     let zero = e.u(0);
-    let flag = e.repeat(local, nv, RED_THREADS as u32, &[zero], |e, k, f| {
-        let v = e.kb.load(xm, k, 1);
-        let fin = e.kb.un(UnOp::IsFinite, v);
-        let one = e.u(1);
-        let z = e.u(0);
-        let bad = e.kb.select(fin, z, one);
-        Ok(vec![e.kb.bin(BinOp::Or, f[0], bad)])
+    let lanes = if n % 4 == 0 { 4 } else { 1 };
+    let four = e.u(lanes);
+    let start = e.kb.mul(local, four);
+    let step = (RED_THREADS * lanes) as u32;
+    let flag = e.repeat(start, nv, step, &[zero], |e, k, f| {
+        let vs = e.kb.load(xm, k, lanes as u8);
+        let mut f = f[0];
+        for i in 0..lanes {
+            let v = if lanes == 1 { vs } else { e.kb.extract(vs, i as u8) };
+            let fin = e.kb.un(UnOp::IsFinite, v);
+            let one = e.u(1);
+            let z = e.u(0);
+            let bad = e.kb.select(fin, z, one);
+            f = e.kb.bin(BinOp::Or, f, bad);
+        }
+        Ok(vec![f])
     })?;
     let r = tree(e, flag, &|e, a, b| vec![e.kb.bin(BinOp::Or, a[0], b[0])])?;
     let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
@@ -447,28 +494,59 @@ pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
 /// Cache positions each lane of the attention kernel covers per split.
 const ATT_CHUNK_PER_LANE: usize = 4;
 
+/// The dot product of `d` values of shared `q` with `d` values of `k` at word `kbase`, in
+/// 4-lane loads when `d` is a multiple of 4, with four accumulators combined as
+/// `(a0 + a1) + (a2 + a3)`; the loads are independent, so they are issued back to back.
+fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usize) -> Val {
+    let zero = e.kb.f32(0.0);
+    let mut acc = [zero; 4];
+    if d % 4 == 0 {
+        for i in 0..d / 4 {
+            let o = e.u(4 * i);
+            let qv = e.kb.load(qs, o, 4);
+            let at = e.kb.add(kbase, o);
+            let kv = e.kb.load(km, at, 4);
+            for (c, a) in acc.iter_mut().enumerate() {
+                let x = e.kb.extract(qv, c as u8);
+                let y = e.kb.extract(kv, c as u8);
+                *a = e.kb.fma(x, y, *a);
+            }
+        }
+    } else {
+        for i in 0..d {
+            let o = e.u(i);
+            let x = e.kb.load(qs, o, 1);
+            let at = e.kb.add(kbase, o);
+            let y = e.kb.load(km, at, 1);
+            acc[i % 4] = e.kb.fma(x, y, acc[i % 4]);
+        }
+    }
+    let l = e.kb.add(acc[0], acc[1]);
+    let r = e.kb.add(acc[2], acc[3]);
+    e.kb.add(l, r)
+}
+
 /// Attention, split over the cache: the first kernel computes, per (row, token, head) and
 /// per chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
-/// output; the second combines the chunks. A position the mask hides skips its dot product
-/// and value reads. One subgroup per work-group.
-pub fn attention_partial(
-    e: &mut Emit,
-    root: Value,
-    a: &super::place::Attention,
-    sub: u32,
-) -> Result<(Launch, usize)> {
+/// output; the second combines the chunks. Scores are lane-per-position (a hidden position
+/// skips its key reads); the weighted sum of values is lane-per-dimension over the chunk's
+/// visible prefix only, so a step reads the K/V its position needs, not the whole cache.
+/// One subgroup per work-group.
+pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention, sub: u32) -> Result<(Launch, usize)> {
     let g = e.g;
     let qd = g.ty(a.q).shape.0.clone();
     let kd = g.ty(a.k).shape.0.clone();
     let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
     let (c, groups) = (kd[1], kd[2]);
     let per = h / groups;
-    let chunk = sub as usize * ATT_CHUNK_PER_LANE;
+    let subn = sub as usize;
+    let chunk = subn * ATT_CHUNK_PER_LANE;
     let splits = c.div_ceil(chunk);
     let km = e.buffer(a.k, Access::Read)?;
     let vm = e.buffer(a.v, Access::Read)?;
     let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Write);
-    let qs = e.kb.shared(Scalar::F32, d as u32);
+    let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
+    let ps = e.kb.shared(Scalar::F32, chunk as u32);
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let lane = e.kb.special(Special::LocalX);
@@ -494,10 +572,18 @@ pub fn attention_partial(
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let cv = e.u(c);
     let gv = e.u(groups);
+    let zero_u = e.u(0);
+    let row_of = |e: &mut Emit, ci: Val| {
+        let x = e.kb.mul(ri, cv);
+        let x = e.kb.add(x, ci);
+        let x = e.kb.mul(x, gv);
+        let x = e.kb.add(x, gi);
+        e.kb.mul(x, dv)
+    };
     let mut scores = Vec::with_capacity(ATT_CHUNK_PER_LANE);
-    let mut positions = Vec::with_capacity(ATT_CHUNK_PER_LANE);
+    let mut end = zero_u;
     for j in 0..ATT_CHUNK_PER_LANE {
-        let off = e.u(j * sub as usize);
+        let off = e.u(j * subn);
         let cc = e.kb.add(c0, off);
         let cc = e.kb.add(cc, lane);
         let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
@@ -506,56 +592,48 @@ pub fn attention_partial(
         let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
         let visible = e.value(a.mask, &mi)?;
         let live = e.kb.bin(BinOp::And, inside, visible);
-        let s = e.branch(
+        let sc = e.branch(
             live,
             |e| {
-                let zero = e.kb.f32(0.0);
-                let zu = e.u(0);
-                let kbase = {
-                    let x = e.kb.mul(ri, cv);
-                    let x = e.kb.add(x, ci);
-                    let x = e.kb.mul(x, gv);
-                    let x = e.kb.add(x, gi);
-                    e.kb.mul(x, dv)
-                };
-                let dot = e.repeat(zu, dv, 1, &[zero], |e, dd, acc| {
-                    let qv = e.kb.load(qs, dd, 1);
-                    let at = e.kb.add(kbase, dd);
-                    let kv = e.kb.load(km, at, 1);
-                    Ok(vec![e.kb.fma(qv, kv, acc[0])])
-                })?;
-                Ok(vec![e.kb.mul(dot[0], scale)])
+                let kbase = row_of(e, ci);
+                let dot = dot_q(e, qs, km, kbase, d);
+                Ok(vec![e.kb.mul(dot, scale)])
             },
             |_| Ok(vec![ninf]),
         )?;
-        scores.push(s[0]);
-        positions.push(ci);
+        scores.push(sc[0]);
+        let one = e.u(1);
+        let next = e.kb.add(cc, one);
+        let mine = e.kb.select(live, next, zero_u);
+        end = e.kb.bin(BinOp::Max, end, mine);
     }
     let mut m = ninf;
-    for &s in &scores {
-        m = e.kb.bin(BinOp::Max, m, s);
+    for &sc in &scores {
+        m = e.kb.bin(BinOp::Max, m, sc);
     }
     let m = e.kb.subgroup_reduce(ReduceOp::Max, m);
+    let end = e.kb.subgroup_reduce(ReduceOp::Max, end);
     let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
     let zero = e.kb.f32(0.0);
     let safe_m = e.kb.select(empty, zero, m);
-    let mut ps = Vec::with_capacity(scores.len());
     let mut l = zero;
-    for &s in &scores {
-        let x = e.kb.sub(s, safe_m);
+    for (j, &sc) in scores.iter().enumerate() {
+        let x = e.kb.sub(sc, safe_m);
         let p = e.kb.un(UnOp::Exp, x);
         l = e.kb.add(l, p);
-        ps.push(p);
+        let off = e.u(j * subn);
+        let at = e.kb.add(off, lane);
+        e.kb.store(ps, at, p);
     }
     let l = e.kb.subgroup_reduce(ReduceOp::Add, l);
-    let rec = (d + 2) as usize;
+    e.kb.barrier();
+    let rec = d + 2;
     let recv = e.u(rec);
     let splits_v = e.u(splits);
     let slot = e.kb.mul(rth, splits_v);
     let slot = e.kb.add(slot, split);
     let pbase = e.kb.mul(slot, recv);
-    let zu = e.u(0);
-    let first = e.kb.cmp(CmpOp::Eq, lane, zu);
+    let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
     e.when(first, |e| {
         e.kb.store(part, pbase, m);
         let one = e.u(1);
@@ -563,28 +641,38 @@ pub fn attention_partial(
         e.kb.store(part, at, l);
         Ok(())
     })?;
-    e.repeat(zu, dv, 1, &[], |e, dd, _| {
-        let mut o = zero;
-        for (&p, &ci) in ps.iter().zip(&positions) {
-            let vbase = {
-                let x = e.kb.mul(ri, cv);
-                let x = e.kb.add(x, ci);
-                let x = e.kb.mul(x, gv);
-                let x = e.kb.add(x, gi);
-                e.kb.mul(x, dv)
-            };
-            let at = e.kb.add(vbase, dd);
-            let vv = e.kb.load(vm, at, 1);
-            o = e.kb.fma(p, vv, o);
-        }
-        let o = e.kb.subgroup_reduce(ReduceOp::Add, o);
-        e.when(first, |e| {
-            let two = e.u(2);
-            let at = e.kb.add(pbase, two);
-            let at = e.kb.add(at, dd);
-            e.kb.store(part, at, o);
-            Ok(())
+    // Visible positions of this chunk: c0 .. end (a prefix for a causal mask).
+    let has = e.kb.cmp(CmpOp::Gt, end, c0);
+    let span = e.kb.sub(end, c0);
+    let count = e.kb.select(has, span, zero_u);
+    let last = e.u(c - 1);
+    e.repeat(lane, dv, sub, &[], |e, dd, _| {
+        let acc = e.repeat(zero_u, count, 4, &[zero; 4], |e, q0, acc| {
+            let mut next = acc.to_vec();
+            for (u, nx) in next.iter_mut().enumerate() {
+                let uo = e.u(u);
+                let qi = e.kb.add(q0, uo);
+                let ok = e.kb.cmp(CmpOp::Lt, qi, count);
+                let last_p = e.u(chunk - 1);
+                let pi = e.kb.bin(BinOp::Min, qi, last_p);
+                let p = e.kb.load(ps, pi, 1);
+                let p = e.kb.select(ok, p, zero);
+                let cc = e.kb.add(c0, pi);
+                let ci = e.kb.bin(BinOp::Min, cc, last);
+                let vb = row_of(e, ci);
+                let at = e.kb.add(vb, dd);
+                let vv = e.kb.load(vm, at, 1);
+                *nx = e.kb.fma(p, vv, *nx);
+            }
+            Ok(next)
         })?;
+        let lo = e.kb.add(acc[0], acc[1]);
+        let hi2 = e.kb.add(acc[2], acc[3]);
+        let o = e.kb.add(lo, hi2);
+        let two = e.u(2);
+        let at = e.kb.add(pbase, two);
+        let at = e.kb.add(at, dd);
+        e.kb.store(part, at, o);
         Ok(vec![])
     })?;
     let mut l = launch([r * t * h, splits, 1], 8 * r * c * groups * d);

@@ -157,9 +157,9 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     })?
                 }
                 Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
-                    b.emit(g, &pl, "argmax", 256, |e| kernels::argmax(e, v))?
+                    b.emit(g, &pl, "argmax", kernels::RED_THREADS as u32, |e| kernels::argmax(e, v))?
                 }
-                Op::AnyNonFinite => b.emit(g, &pl, "any_nonfinite", 256, |e| {
+                Op::AnyNonFinite => b.emit(g, &pl, "any_nonfinite", kernels::RED_THREADS as u32, |e| {
                     kernels::any_nonfinite(e, v)
                 })?,
                 Op::AttnMix => {

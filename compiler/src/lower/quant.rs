@@ -303,3 +303,293 @@ fn q6k(e: &mut Emit, by: &Bytes, bo: Val, j: Val) -> Val {
     let ds = e.kb.mul(d, sf);
     e.kb.mul(ds, qf)
 }
+
+/// `n` little-endian 32-bit values starting at even byte offset `off` (loads `n + 1` words and
+/// shifts by two bytes when `off` is not word-aligned).
+fn words_at(e: &mut Emit, by: &Bytes, off: Val, n: usize) -> Vec<Val> {
+    let two = e.kb.u32(2);
+    let w0 = e.kb.bin(BinOp::Shr, off, two);
+    let w: Vec<Val> = (0..=n)
+        .map(|i| {
+            let iv = e.kb.u32(i as u32);
+            let at = e.kb.add(w0, iv);
+            by.word(e, at)
+        })
+        .collect();
+    let sub = e.kb.bin(BinOp::And, off, two);
+    let zero = e.kb.u32(0);
+    let aligned = e.kb.cmp(CmpOp::Eq, sub, zero);
+    let sixteen = e.kb.u32(16);
+    (0..n)
+        .map(|i| {
+            let lo = e.kb.bin(BinOp::Shr, w[i], sixteen);
+            let hi = e.kb.bin(BinOp::Shl, w[i + 1], sixteen);
+            let joined = e.kb.bin(BinOp::Or, lo, hi);
+            e.kb.select(aligned, w[i], joined)
+        })
+        .collect()
+}
+
+/// Byte `i` of the little-endian words `w`.
+fn byte_of(e: &mut Emit, w: &[Val], i: usize) -> Val {
+    let sh = e.kb.u32(8 * (i % 4) as u32);
+    let x = e.kb.bin(BinOp::Shr, w[i / 4], sh);
+    let ff = e.kb.u32(0xff);
+    e.kb.bin(BinOp::And, x, ff)
+}
+
+fn sext8(e: &mut Emit, b: Val) -> Val {
+    let s24 = e.kb.u32(24);
+    let x = e.kb.bin(BinOp::Shl, b, s24);
+    let xi = e.kb.bitcast(x, Scalar::I32);
+    let s24i = e.kb.i32(24);
+    let q = e.kb.bin(BinOp::Shr, xi, s24i);
+    i2f(e, q)
+}
+
+/// The 32 weights `unit * 32 .. unit * 32 + 32` of row `row`, with the same f32 operations
+/// as `poot_eval::dequant` (so each equals the reference weight bit for bit). Loads are
+/// whole block fields, independent of each other, so a lane issues them back to back.
+/// `dtype`'s row length must be a multiple of 32.
+pub fn unit(e: &mut Emit, mem: Mem, words: usize, dtype: DType, row: Val, unit: Val, row_bytes: usize) -> Vec<Val> {
+    let by = Bytes { mem, last_word: words.saturating_sub(1) as u32 };
+    let rb = e.u(row_bytes);
+    let base = e.kb.mul(row, rb);
+    let at = |e: &mut Emit, from: Val, plus: usize| {
+        let p = e.u(plus);
+        e.kb.add(from, p)
+    };
+    // Byte offset of unit `unit` within blocks of `size` bytes holding `per` weights.
+    let block_off = |e: &mut Emit, per_units: usize, size: usize| {
+        let pu = e.u(per_units);
+        let blk = e.kb.bin(BinOp::Div, unit, pu);
+        let sz = e.u(size);
+        let o = e.kb.mul(blk, sz);
+        e.kb.add(base, o)
+    };
+    match dtype {
+        DType::F32 | DType::F16 | DType::Bf16 => {
+            let bytes_per = if dtype == DType::F32 { 4 } else { 2 };
+            let ub = e.u(32 * bytes_per);
+            let uo = e.kb.mul(unit, ub);
+            let off = e.kb.add(base, uo);
+            let w = words_at(e, &by, off, 32 * bytes_per / 4);
+            (0..32)
+                .map(|j| match dtype {
+                    DType::F32 => e.kb.bitcast(w[j], Scalar::F32),
+                    _ => {
+                        let x = if j % 2 == 1 {
+                            let s = e.kb.u32(16);
+                            e.kb.bin(BinOp::Shr, w[j / 2], s)
+                        } else {
+                            w[j / 2]
+                        };
+                        if dtype == DType::F16 {
+                            e.kb.expr(poot_kir::Expr::HalfToF32(x, false))
+                        } else {
+                            e.kb.expr(poot_kir::Expr::Bf16ToF32(x, false))
+                        }
+                    }
+                })
+                .collect()
+        }
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 => {
+            let size = dtype.block().1;
+            let bo = block_off(e, 1, size);
+            let d = by.half(e, bo, false);
+            let (qs_at, bias) = match dtype {
+                DType::Q4_0 => (2, 8),
+                DType::Q4_1 => (4, 0),
+                _ => (6, 16),
+            };
+            let m = if dtype == DType::Q4_1 {
+                let mo = at(e, bo, 2);
+                Some(by.half(e, mo, false))
+            } else {
+                None
+            };
+            let qh = if dtype == DType::Q5_0 {
+                let o = at(e, bo, 2);
+                Some(words_at(e, &by, o, 1)[0])
+            } else {
+                None
+            };
+            let qo = at(e, bo, qs_at);
+            let qs = words_at(e, &by, qo, 4);
+            (0..32)
+                .map(|j| {
+                    let b = byte_of(e, &qs, j % 16);
+                    let nib = if j < 16 {
+                        let f = e.kb.u32(15);
+                        e.kb.bin(BinOp::And, b, f)
+                    } else {
+                        let s = e.kb.u32(4);
+                        e.kb.bin(BinOp::Shr, b, s)
+                    };
+                    let q = match qh {
+                        Some(h) => {
+                            let s = e.kb.u32(j as u32);
+                            let bit = e.kb.bin(BinOp::Shr, h, s);
+                            let one = e.kb.u32(1);
+                            let bit = e.kb.bin(BinOp::And, bit, one);
+                            let four = e.kb.u32(4);
+                            let hb = e.kb.bin(BinOp::Shl, bit, four);
+                            e.kb.bin(BinOp::Or, nib, hb)
+                        }
+                        None => nib,
+                    };
+                    match m {
+                        Some(m) => {
+                            let qf = i2f(e, q);
+                            let x = e.kb.mul(d, qf);
+                            e.kb.add(x, m)
+                        }
+                        None => {
+                            let qi = e.kb.bitcast(q, Scalar::I32);
+                            let bv = e.kb.i32(bias);
+                            let c = e.kb.sub(qi, bv);
+                            let c = i2f(e, c);
+                            e.kb.mul(d, c)
+                        }
+                    }
+                })
+                .collect()
+        }
+        DType::Q8_0 => {
+            let bo = block_off(e, 1, 34);
+            let d = by.half(e, bo, false);
+            let qo = at(e, bo, 2);
+            let q = words_at(e, &by, qo, 8);
+            (0..32)
+                .map(|j| {
+                    let b = byte_of(e, &q, j);
+                    let f = sext8(e, b);
+                    e.kb.mul(f, d)
+                })
+                .collect()
+        }
+        DType::Q4K => {
+            let bo = block_off(e, 8, 144);
+            let eight = e.u(8);
+            let sub = e.kb.bin(BinOp::Rem, unit, eight);
+            let d = by.half(e, bo, false);
+            let o2 = at(e, bo, 2);
+            let dmin = by.half(e, o2, false);
+            let s = |e: &mut Emit, i: Val| {
+                let x = at(e, bo, 4);
+                let x = e.kb.add(x, i);
+                by.byte(e, x)
+            };
+            let four = e.u(4);
+            let two = e.u(2);
+            let low = e.kb.cmp(CmpOp::Lt, sub, four);
+            let sb4 = e.kb.add(sub, four);
+            let back = e.kb.sub(sub, four);
+            let zero = e.u(0);
+            let sbm = e.kb.select(low, zero, back);
+            let s_sb = s(e, sub);
+            let s_sb4 = s(e, sb4);
+            let s_sbm = s(e, sbm);
+            let c63 = e.u(63);
+            let c15 = e.u(15);
+            let c30 = e.u(0x30);
+            let sc_lo = e.kb.bin(BinOp::And, s_sb, c63);
+            let m_lo = e.kb.bin(BinOp::And, s_sb4, c63);
+            let a = e.kb.bin(BinOp::And, s_sb4, c15);
+            let b = e.kb.bin(BinOp::Shr, s_sbm, two);
+            let b = e.kb.bin(BinOp::And, b, c30);
+            let sc_hi = e.kb.bin(BinOp::Or, a, b);
+            let a = e.kb.bin(BinOp::Shr, s_sb4, four);
+            let b = e.kb.bin(BinOp::Shr, s_sb, two);
+            let b = e.kb.bin(BinOp::And, b, c30);
+            let m_hi = e.kb.bin(BinOp::Or, a, b);
+            let sc = e.kb.select(low, sc_lo, sc_hi);
+            let m = e.kb.select(low, m_lo, m_hi);
+            let scf = i2f(e, sc);
+            let mf = i2f(e, m);
+            let dl = e.kb.mul(d, scf);
+            let ml = e.kb.mul(dmin, mf);
+            let one = e.u(1);
+            let pair = e.kb.bin(BinOp::Shr, sub, one);
+            let c32 = e.u(32);
+            let pair = e.kb.mul(pair, c32);
+            let qo = at(e, bo, 16);
+            let qo = e.kb.add(qo, pair);
+            let q = words_at(e, &by, qo, 8);
+            let odd = e.kb.bin(BinOp::And, sub, one);
+            let sh = e.kb.mul(odd, four);
+            (0..32)
+                .map(|j| {
+                    let b = byte_of(e, &q, j);
+                    let x = e.kb.bin(BinOp::Shr, b, sh);
+                    let x = e.kb.bin(BinOp::And, x, c15);
+                    let xf = i2f(e, x);
+                    let y = e.kb.mul(dl, xf);
+                    e.kb.sub(y, ml)
+                })
+                .collect()
+        }
+        DType::Q6K => {
+            let bo = block_off(e, 8, 210);
+            let eight = e.u(8);
+            let u = e.kb.bin(BinOp::Rem, unit, eight);
+            let o208 = at(e, bo, 208);
+            let d = by.half(e, o208, false);
+            let four = e.u(4);
+            let two = e.u(2);
+            let one = e.u(1);
+            let half = e.kb.bin(BinOp::Div, u, four);
+            let u4 = e.kb.bin(BinOp::Rem, u, four);
+            let odd = e.kb.bin(BinOp::And, u, one);
+            let c64 = e.u(64);
+            let c32 = e.u(32);
+            let lo_off = e.kb.mul(half, c64);
+            let lo_off = e.kb.add(bo, lo_off);
+            let oo = e.kb.mul(odd, c32);
+            let lo_off = e.kb.add(lo_off, oo);
+            let ql = words_at(e, &by, lo_off, 8);
+            let hi_off = at(e, bo, 128);
+            let h32 = e.kb.mul(half, c32);
+            let hi_off = e.kb.add(hi_off, h32);
+            let qh = words_at(e, &by, hi_off, 8);
+            let u4h = e.kb.bin(BinOp::Shr, u4, one);
+            let shl = e.kb.mul(u4h, four);
+            let shh = e.kb.mul(u4, two);
+            let so = at(e, bo, 192);
+            let u2 = e.kb.mul(u, two);
+            let so = e.kb.add(so, u2);
+            let s0 = by.byte(e, so);
+            let so1 = e.kb.add(so, one);
+            let s1 = by.byte(e, so1);
+            let ds0 = {
+                let f = sext8(e, s0);
+                e.kb.mul(d, f)
+            };
+            let ds1 = {
+                let f = sext8(e, s1);
+                e.kb.mul(d, f)
+            };
+            let c15 = e.u(15);
+            let c3 = e.u(3);
+            let c32i = e.kb.i32(32);
+            (0..32)
+                .map(|j| {
+                    let lb = byte_of(e, &ql, j);
+                    let lo = e.kb.bin(BinOp::Shr, lb, shl);
+                    let lo = e.kb.bin(BinOp::And, lo, c15);
+                    let hb = byte_of(e, &qh, j);
+                    let hi = e.kb.bin(BinOp::Shr, hb, shh);
+                    let hi = e.kb.bin(BinOp::And, hi, c3);
+                    let hi = e.kb.bin(BinOp::Shl, hi, four);
+                    let q = e.kb.bin(BinOp::Or, lo, hi);
+                    let qi = e.kb.bitcast(q, Scalar::I32);
+                    let qi = e.kb.sub(qi, c32i);
+                    let qf = i2f(e, qi);
+                    let ds = if j < 16 { ds0 } else { ds1 };
+                    e.kb.mul(ds, qf)
+                })
+                .collect()
+        }
+        _ => vec![e.kb.f32(f32::NAN); 32],
+    }
+}

@@ -97,8 +97,8 @@ use std::sync::Mutex;
 /// A memory access outside its binding or shared array.
 pub const OUT_OF_BOUNDS: u32 = 0xFFFF_0001;
 /// [`Prepared::new`] refused the kernel: kir's verifier rejected it, an operator has no
-/// defined meaning for its type, its subgroup width is not a power of two, or it needs more
-/// registers or shared memory than the reference allows.
+/// defined meaning for its type, its subgroup width is not a power of two, its blocks nest
+/// deeper than 256, or it needs more registers or shared memory than the reference allows.
 pub const INVALID_KERNEL: u32 = 0xFFFF_0002;
 /// The dispatch is malformed: its binding count differs from the kernel's parameter count,
 /// a binding names a missing arena or reaches past its arena's end, or the grid has more

@@ -38,8 +38,17 @@ fn invalid(k: &Kernel, detail: impl Into<String>) -> Fault {
     }
 }
 
-/// Calls `f` on every value an instruction list mentions, nested blocks included.
-fn each_val(insts: &[Inst], f: &mut impl FnMut(Val)) {
+/// The deepest nesting of `if`/`for` blocks accepted (deeper kernels are refused before
+/// anything recurses further, so no recursion here or in kir's verifier runs out of stack).
+const MAX_DEPTH: usize = 256;
+
+/// Calls `f` on every value an instruction list mentions, nested blocks included; `false`
+/// when blocks nest deeper than [`MAX_DEPTH`] (those are not visited).
+fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
+    if depth > MAX_DEPTH {
+        return false;
+    }
+    let mut ok = true;
     for i in insts {
         match i {
             Inst::Let(v, e) => {
@@ -80,8 +89,7 @@ fn each_val(insts: &[Inst], f: &mut impl FnMut(Val)) {
                 results,
             } => {
                 f(*cond);
-                each_val(then, f);
-                each_val(els, f);
+                ok &= each_val(then, depth + 1, f) && each_val(els, depth + 1, f);
                 then_yield
                     .iter()
                     .chain(else_yield)
@@ -105,11 +113,12 @@ fn each_val(insts: &[Inst], f: &mut impl FnMut(Val)) {
                     f(c.param);
                     f(c.init);
                 }
-                each_val(body, f);
+                ok &= each_val(body, depth + 1, f);
                 yields.iter().chain(results).for_each(|v| f(*v));
             }
         }
     }
+    ok
 }
 
 /// Whether some instruction updates a buffer parameter atomically.
@@ -137,11 +146,14 @@ pub(crate) fn prepare(k: &Kernel) -> Result<Program, Fault> {
         ));
     }
     let mut bad = None;
-    each_val(&k.body, &mut |v| {
+    let shallow = each_val(&k.body, 0, &mut |v| {
         if bad.is_none() && k.types.get(v).is_none() {
             bad = Some(v);
         }
     });
+    if !shallow {
+        return Err(invalid(k, format!("blocks nest deeper than {MAX_DEPTH}")));
+    }
     if let Some(v) = bad {
         return Err(invalid(k, format!("{v} has no type")));
     }

@@ -216,6 +216,16 @@ fn kernels_without_a_defined_meaning_are_refused() {
     let po = b.param("out", Scalar::U32, Access::Write);
     b.store(po, far, far);
     refused(&b.finish(), "has no type");
+    // Blocks nested deeper than the reference recurses.
+    fn nest(b: &mut KernelBuilder, c: poot_kir::Val, depth: usize) {
+        if depth > 0 {
+            b.if_then(c, |b| nest(b, c, depth - 1));
+        }
+    }
+    let mut b = KernelBuilder::new("deep", [1, 1, 1], 1);
+    let c = b.bool(true);
+    nest(&mut b, c, 300);
+    refused(&b.finish(), "nest deeper than 256");
 }
 
 #[test]
@@ -263,4 +273,63 @@ fn parallel_runs_are_deterministic_and_fault_like_sequential_ones() {
     assert!(fp.detail.contains("work-group [300, 0, 0]"), "{fp}");
     assert_eq!(par[1][32 * 301 - 1], x[32 * 301 - 1]);
     assert_eq!(par[1][32 * 301], 0);
+}
+
+#[test]
+fn in_place_dispatches_keep_work_group_order() {
+    // out[i] = x[i - 64] (x[i] + 1 in group 0) with `x` and `out` bound to the same words:
+    // in work-group order every group copies what the previous group just wrote, so all
+    // groups end up holding x[0..64] + 1. A driver that let groups read the old words would
+    // give a shifted copy instead.
+    let mut b = KernelBuilder::new("shift", [64, 1, 1], 1);
+    let px = b.param("x", Scalar::U32, Access::Read);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let i = gid(&mut b, 64);
+    let c64 = b.u32(64);
+    let first = b.cmp(CmpOp::Lt, i, c64);
+    let v = b.if_else(
+        first,
+        |b| {
+            let v = b.load(px, i, 1);
+            let one = b.u32(1);
+            vec![b.add(v, one)]
+        },
+        |b| {
+            let j = b.sub(i, c64);
+            vec![b.load(px, j, 1)]
+        },
+    );
+    b.store(po, i, v[0]);
+    let p = Prepared::new(&b.finish()).unwrap();
+    let n = 64 * 300;
+    let x: Vec<u32> = (0..n as u32).map(|i| i * 3).collect();
+    let bind = Binding {
+        arena: 0,
+        offset: 0,
+        len: n,
+    };
+    let mut arenas = vec![x.clone()];
+    p.run([300, 1, 1], &[bind, bind], &mut arenas).unwrap();
+    let want: Vec<u32> = (0..n).map(|i| x[i % 64] + 1).collect();
+    assert_eq!(arenas[0], want);
+}
+
+#[test]
+fn prepared_kernels_are_shareable_across_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Prepared>();
+    // Concurrent runs of one prepared kernel, each on its own arenas.
+    let k = trap_kernel();
+    let p = Prepared::new(&k).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u32 {
+            let p = &p;
+            s.spawn(move || {
+                let x: Vec<u32> = (0..32 * 50).map(|i| i % 5 + 10 + t).collect();
+                let mut arenas = vec![x.clone(), vec![0; x.len()]];
+                p.run([50, 1, 1], &whole(&arenas), &mut arenas).unwrap();
+                assert_eq!(arenas[1], x);
+            });
+        }
+    });
 }
