@@ -50,6 +50,12 @@ pub trait Device {
     fn synchronize(&mut self) -> Result<(), DeviceError>;
     /// Frees the arenas.
     fn free(&mut self);
+    /// Device time of each dispatch of an eager run, in seconds, where the device can time
+    /// one (profiling: `poot bench --profile`).
+    fn profile(&mut self, kernels: &[Self::Kernel], dispatches: &[Dispatch]) -> Result<Option<Vec<f64>>, DeviceError> {
+        let _ = (kernels, dispatches);
+        Ok(None)
+    }
     /// Measured device-to-device copy bandwidth in bytes per second (read plus written), where
     /// the device can time it.
     fn copy_bandwidth(&mut self) -> Result<Option<f64>, DeviceError> {

@@ -162,6 +162,16 @@ impl<D: Device> Engine<D> {
         Ok((self.read_back(&entry)?, host))
     }
 
+    /// Per-dispatch device seconds of one eager run of entry `id`, if the device can time them.
+    pub fn profile(&mut self, id: EntryId, slots: &[(SlotKind, Vec<i32>)]) -> Result<Option<Vec<f64>>> {
+        self.live()?;
+        let entry = self.entry(id)?.entry.clone();
+        self.write_slots(&entry, slots)?;
+        let Engine { dev, kernels, .. } = self;
+        let r = dev.profile(kernels, &entry.dispatches);
+        r.map_err(|e| self.fail(e))
+    }
+
     /// The device's measured copy bandwidth (bytes per second), if it can time one.
     pub fn copy_bandwidth(&mut self) -> Result<Option<f64>> {
         self.live()?;

@@ -49,6 +49,9 @@ enum Cmd {
         /// The device: auto, cuda or reference.
         #[arg(long, default_value = "auto")]
         device: String,
+        /// Also print device time per kernel of one eager step (at position 64).
+        #[arg(long)]
+        profile: bool,
     },
 }
 
@@ -103,6 +106,7 @@ fn bench<D: poot_runtime::Device>(
     mut engine: Engine<D>,
     path: &std::path::Path,
     steps: usize,
+    profile: bool,
 ) -> Result<(), AnyError> {
     use poot_bundle::{SlotKind, StepKind};
     let b = poot_bundle::open(path)?;
@@ -170,6 +174,28 @@ fn bench<D: poot_runtime::Device>(
     if results[1].1 > 0.0 {
         println!("capture speed-up: {:.2}x", results[1].1 / results[0].1);
     }
+    if profile {
+        let slots = vec![(SlotKind::Token, vec![1; rows]), (SlotKind::Pos, vec![64.min(cap as i32 - 1); rows])];
+        if let Some(times) = engine.profile(id, &slots)? {
+            let names: Vec<String> = b.manifest().targets.iter().find(|t| t.kernels.len() > 0).map(|t| t.kernels.iter().map(|k| k.name.clone()).collect()).unwrap_or_default();
+            let entry = engine.entry_info(id)?.clone();
+            let mut by: std::collections::BTreeMap<String, (f64, usize)> = std::collections::BTreeMap::new();
+            for (d, t) in entry.dispatches.iter().zip(&times) {
+                let name = names.get(d.kernel as usize).cloned().unwrap_or_default();
+                let kind = name.rsplit_once('_').map_or(name.clone(), |(a, _)| a.to_string());
+                let e = by.entry(kind).or_default();
+                e.0 += t;
+                e.1 += 1;
+            }
+            let mut rows_: Vec<_> = by.into_iter().collect();
+            rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+            println!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)");
+            for (k, (t, n)) in rows_ {
+                println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
+            }
+            println!("sum of kernel times: {:.1} us", times.iter().sum::<f64>() * 1e6);
+        }
+    }
     Ok(())
 }
 
@@ -216,12 +242,13 @@ fn run(cli: Cli) -> Result<(), AnyError> {
             bundle,
             steps,
             device,
+            profile,
         } => match device.as_str() {
-            "reference" => bench(Engine::new(ReferenceDevice::new()), &bundle, steps),
+            "reference" => bench(Engine::new(ReferenceDevice::new()), &bundle, steps, profile),
             #[cfg(feature = "cuda")]
-            "cuda" | "auto" => bench(cuda()?, &bundle, steps),
+            "cuda" | "auto" => bench(cuda()?, &bundle, steps, profile),
             #[cfg(not(feature = "cuda"))]
-            "auto" => bench(Engine::new(ReferenceDevice::new()), &bundle, steps),
+            "auto" => bench(Engine::new(ReferenceDevice::new()), &bundle, steps, profile),
             other => Err(format!("unknown device `{other}`").into()),
         },
     }

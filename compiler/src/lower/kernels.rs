@@ -121,7 +121,22 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
     let (n, k) = (wt.shape.0[0], wt.shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
     let rb = rows.min(MM_ROWS);
-    let xm = e.buffer(x, Access::Read)?;
+    // An RMS norm in the prologue: x = (x0 * r) * nw, with r per row computed here.
+    let pro = e.pl.prologue_of(e.g, x).map(|v| {
+        let eps = match e.g.nodes[v].op {
+            poot_ir::Op::RmsNorm { eps } => eps.0,
+            _ => 0.0,
+        };
+        (e.g.nodes[v].args[0], e.g.nodes[v].args[1], eps)
+    });
+    let xm = match pro {
+        Some((x0, _, _)) => e.buffer(x0, Access::Read)?,
+        None => e.buffer(x, Access::Read)?,
+    };
+    let nwm = match pro {
+        Some((_, nw, _)) => Some(e.buffer(nw, Access::Read)?),
+        None => None,
+    };
     let wm = e.words(w)?;
     let out = e.buffer(root, Access::Write)?;
     let words = bytes(e, w).div_ceil(4);
@@ -144,6 +159,38 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
         let zero = e.kb.f32(0.0);
         let kv = e.u(k);
         let last_row = e.u(rows - 1);
+        // The norm's 1 / sqrt(mean(x0^2) + eps) for each row of this work-group.
+        let mut scales = Vec::new();
+        if let Some((_, _, eps)) = pro {
+            let vec4 = k % 4 == 0;
+            let lw = if vec4 { 4 } else { 1 };
+            let lwv = e.u(lw);
+            let start = e.kb.mul(lane, lwv);
+            for r in 0..rb {
+                let rv = e.u(r);
+                let m = e.kb.add(m0, rv);
+                let m = e.kb.bin(BinOp::Min, m, last_row);
+                let mk = e.kb.mul(m, kv);
+                let ss = e.repeat(start, kv, sub * lw as u32, &[zero], |e, kk, s| {
+                    let at = e.kb.add(mk, kk);
+                    let xs = e.kb.load(xm, at, lw as u8);
+                    let mut acc = s[0];
+                    for c in 0..lw {
+                        let x1 = if lw == 1 { xs } else { e.kb.extract(xs, c as u8) };
+                        acc = e.kb.fma(x1, x1, acc);
+                    }
+                    Ok(vec![acc])
+                })?;
+                let total = e.kb.subgroup_reduce(ReduceOp::Add, ss[0]);
+                let kf = e.kb.f32(k as f32);
+                let ms = e.kb.bin(BinOp::Div, total, kf);
+                let epsv = e.kb.f32(eps);
+                let t = e.kb.add(ms, epsv);
+                let sq = e.kb.un(UnOp::Sqrt, t);
+                let one = e.kb.f32(1.0);
+                scales.push(e.kb.bin(BinOp::Div, one, sq));
+            }
+        }
         let acc = if k % 32 == 0 {
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
             // the matching x as eight 4-lane loads.
@@ -164,8 +211,20 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
                         let off = e.u(4 * q);
                         let at = e.kb.add(xb, off);
                         let xv = e.kb.load(xm, at, 4);
+                        let nv4 = match nwm {
+                            Some(nm) => {
+                                let at = e.kb.add(k0, off);
+                                Some(e.kb.load(nm, at, 4))
+                            }
+                            None => None,
+                        };
                         for c in 0..4 {
-                            let x1 = e.kb.extract(xv, c as u8);
+                            let mut x1 = e.kb.extract(xv, c as u8);
+                            if let Some(n4) = nv4 {
+                                let nw1 = e.kb.extract(n4, c as u8);
+                                let y = e.kb.mul(x1, scales[r]);
+                                x1 = e.kb.mul(y, nw1);
+                            }
                             s = e.kb.fma(x1, w[4 * q + c], s);
                         }
                     }
@@ -183,7 +242,12 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
                     let m = e.kb.bin(BinOp::Min, m, last_row);
                     let mk = e.kb.mul(m, kv);
                     let at = e.kb.add(mk, kk);
-                    let xv = e.kb.load(xm, at, 1);
+                    let mut xv = e.kb.load(xm, at, 1);
+                    if let Some(nm) = nwm {
+                        let nw1 = e.kb.load(nm, kk, 1);
+                        let y = e.kb.mul(xv, scales[r]);
+                        xv = e.kb.mul(y, nw1);
+                    }
                     next.push(e.kb.fma(xv, wv, a));
                 }
                 Ok(next)
@@ -646,10 +710,17 @@ pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention,
     let span = e.kb.sub(end, c0);
     let count = e.kb.select(has, span, zero_u);
     let last = e.u(c - 1);
-    e.repeat(lane, dv, sub, &[], |e, dd, _| {
-        let acc = e.repeat(zero_u, count, 4, &[zero; 4], |e, q0, acc| {
-            let mut next = acc.to_vec();
-            for (u, nx) in next.iter_mut().enumerate() {
+    // Lane-per-dimension weighted sum: two consecutive dimensions per lane (2-lane loads)
+    // when the head splits evenly, eight positions per iteration with every load issued
+    // before the multiply-adds.
+    let w = if d % (2 * subn) == 0 { 2 } else { 1 };
+    let unroll = 8;
+    let wv = e.u(w);
+    let dstart = e.kb.mul(lane, wv);
+    e.repeat(dstart, dv, sub * w as u32, &[], |e, dd, _| {
+        let acc = e.repeat(zero_u, count, unroll as u32, &vec![zero; 2 * w], |e, q0, acc| {
+            let mut loads = Vec::with_capacity(unroll);
+            for u in 0..unroll {
                 let uo = e.u(u);
                 let qi = e.kb.add(q0, uo);
                 let ok = e.kb.cmp(CmpOp::Lt, qi, count);
@@ -661,18 +732,26 @@ pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention,
                 let ci = e.kb.bin(BinOp::Min, cc, last);
                 let vb = row_of(e, ci);
                 let at = e.kb.add(vb, dd);
-                let vv = e.kb.load(vm, at, 1);
-                *nx = e.kb.fma(p, vv, *nx);
+                let vv = e.kb.load(vm, at, w as u8);
+                loads.push((p, vv));
+            }
+            let mut next = acc.to_vec();
+            for (u, (p, vv)) in loads.into_iter().enumerate() {
+                for comp in 0..w {
+                    let x = if w == 1 { vv } else { e.kb.extract(vv, comp as u8) };
+                    let slot = 2 * comp + u % 2;
+                    next[slot] = e.kb.fma(p, x, next[slot]);
+                }
             }
             Ok(next)
         })?;
-        let lo = e.kb.add(acc[0], acc[1]);
-        let hi2 = e.kb.add(acc[2], acc[3]);
-        let o = e.kb.add(lo, hi2);
-        let two = e.u(2);
-        let at = e.kb.add(pbase, two);
-        let at = e.kb.add(at, dd);
-        e.kb.store(part, at, o);
+        for comp in 0..w {
+            let o = e.kb.add(acc[2 * comp], acc[2 * comp + 1]);
+            let off = e.u(2 + comp);
+            let at = e.kb.add(pbase, off);
+            let at = e.kb.add(at, dd);
+            e.kb.store(part, at, o);
+        }
         Ok(vec![])
     })?;
     let mut l = launch([r * t * h, splits, 1], 8 * r * c * groups * d);

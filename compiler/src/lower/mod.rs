@@ -7,6 +7,7 @@
 
 mod expr;
 mod kernels;
+mod merge;
 mod place;
 mod quant;
 mod tables;
@@ -190,6 +191,28 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             _ => {}
         }
     }
+    // Horizontal fusion, then share equal kernels again.
+    let merged = merge::merge(&b.kernels, &b.dispatches);
+    let mut kernels: Vec<Kernel> = Vec::new();
+    let mut by_text: HashMap<String, usize> = HashMap::new();
+    let mut dispatches = Vec::with_capacity(merged.len());
+    for (mut k, mut d) in merged {
+        let name = std::mem::take(&mut k.name);
+        let text = poot_kir::print(&k);
+        let index = match by_text.get(&text) {
+            Some(&i) => i,
+            None => {
+                let kind = name.rsplit_once('_').filter(|(_, n)| n.parse::<usize>().is_ok()).map_or(name.as_str(), |(a, _)| a);
+                k.name = format!("{kind}_{}", kernels.len());
+                poot_kir::verify(&k).map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
+                kernels.push(k);
+                by_text.insert(text, kernels.len() - 1);
+                kernels.len() - 1
+            }
+        };
+        d.kernel = index;
+        dispatches.push(d);
+    }
     let buf = |v: Value| -> Result<Buf> {
         pl.buffer_of(v)
             .map(Buf::Value)
@@ -215,8 +238,8 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
     }
     Ok(Program {
         graph: g.clone(),
-        kernels: b.kernels,
-        dispatches: b.dispatches,
+        kernels,
+        dispatches,
         scratch: b.scratch,
         outputs,
         states,

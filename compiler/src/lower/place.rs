@@ -34,6 +34,8 @@ pub enum Place {
     Buffer,
     /// Computed inside the kernel of another value.
     Fused(Value),
+    /// An RMS norm recomputed in the prologue of each matmul that reads it as `x`.
+    Prologue,
 }
 
 /// The matched parts of a fused attention chain rooted at `attn_mix`.
@@ -60,6 +62,15 @@ pub struct Placement {
 }
 
 impl Placement {
+    /// The RMS norm behind `v` (through reshapes) when it is computed in a matmul prologue.
+    pub fn prologue_of(&self, g: &poot_ir::Graph, v: Value) -> Option<Value> {
+        match self.place[v] {
+            Place::Prologue => Some(v),
+            Place::Alias(a) if g.nodes[v].op == Op::Reshape => self.prologue_of(g, a),
+            _ => None,
+        }
+    }
+
     /// The value whose buffer backs `v` (following aliases), if `v` has one.
     pub fn buffer_of(&self, v: Value) -> Option<Value> {
         match self.place[v] {
@@ -222,6 +233,35 @@ pub fn place(g: &Graph) -> Result<Placement> {
             .ok_or_else(|| unsupported(g, mix, "attention that is not the fused chain"))?;
         for x in inner {
             place[x] = Place::Fused(mix);
+        }
+    }
+    // RMS norms read only as matmul inputs (through reshapes) move into those matmuls.
+    let values: Vec<Value> = g.nodes.keys().collect();
+    for &v in &values {
+        if !matches!(g.nodes[v].op, Op::RmsNorm { .. }) || g.is_result(v) || place[v] != Place::Buffer {
+            continue;
+        }
+        let x0 = g.nodes[v].args[0];
+        let w = g.nodes[v].args[1];
+        let mut readers = users[v].clone();
+        let mut ok = matches!(place[x0], Place::Buffer | Place::Input | Place::Alias(_))
+            && matches!(g.nodes[w].op, Op::Weight(_))
+            && g.ty(w).dtype == poot_ir::DType::F32;
+        while let Some(u) = readers.pop() {
+            match g.nodes[u].op {
+                Op::Reshape if place[u] == Place::Alias(v) || matches!(place[u], Place::Alias(a) if a != v && g.nodes[a].op == Op::Reshape) => {
+                    ok &= !g.is_result(u);
+                    readers.extend(users[u].iter().copied());
+                }
+                Op::MatMul => ok &= g.nodes[u].args[0] != g.nodes[u].args[1],
+                _ => ok = false,
+            }
+            if !ok {
+                break;
+            }
+        }
+        if ok {
+            place[v] = Place::Prologue;
         }
     }
     // Matmul epilogues.
