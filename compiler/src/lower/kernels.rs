@@ -711,10 +711,10 @@ pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention,
     let count = e.kb.select(has, span, zero_u);
     let last = e.u(c - 1);
     // Lane-per-dimension weighted sum: two consecutive dimensions per lane (2-lane loads)
-    // when the head splits evenly, eight positions per iteration with every load issued
-    // before the multiply-adds.
+    // when the head splits evenly, 32 positions per iteration with every load issued before
+    // the multiply-adds (a chunk is at most four iterations).
     let w = if d % (2 * subn) == 0 { 2 } else { 1 };
-    let unroll = 8;
+    let unroll = 32;
     let wv = e.u(w);
     let dstart = e.kb.mul(lane, wv);
     e.repeat(dstart, dv, sub * w as u32, &[], |e, dd, _| {
@@ -771,36 +771,52 @@ pub fn attention_combine(e: &mut Emit, root: Value, splits: usize, sub: u32) -> 
     let splits_v = e.u(splits);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let zero = e.kb.f32(0.0);
-    let zu = e.u(0);
     let slot0 = e.kb.mul(rth, splits_v);
-    let big = e.repeat(zu, splits_v, 1, &[ninf], |e, s, m| {
-        let slot = e.kb.add(slot0, s);
+    // Every split's (m, l) loaded at once (the split count is known), then the maximum.
+    let mut ms = Vec::with_capacity(splits);
+    let mut ls = Vec::with_capacity(splits);
+    let mut bases = Vec::with_capacity(splits);
+    for s_ in 0..splits {
+        let sv = e.u(s_);
+        let slot = e.kb.add(slot0, sv);
         let at = e.kb.mul(slot, rec);
-        let ms = e.kb.load(part, at, 1);
-        Ok(vec![e.kb.bin(BinOp::Max, m[0], ms)])
-    })?;
+        let m = e.kb.load(part, at, 1);
+        let one = e.u(1);
+        let at1 = e.kb.add(at, one);
+        ls.push(e.kb.load(part, at1, 1));
+        ms.push(m);
+        bases.push(at);
+    }
+    let mut big = ninf;
+    for &m in &ms {
+        big = e.kb.bin(BinOp::Max, big, m);
+    }
+    let mut weights = Vec::with_capacity(splits);
+    let mut total = zero;
+    for (&m, &l) in ms.iter().zip(&ls) {
+        let live = e.kb.cmp(CmpOp::Ne, m, ninf);
+        let x = e.kb.sub(m, big);
+        let w = e.kb.un(UnOp::Exp, x);
+        let w = e.kb.select(live, w, zero);
+        total = e.kb.fma(l, w, total);
+        weights.push(w);
+    }
     let dv = e.u(d);
     e.repeat(lane, dv, sub, &[], |e, dd, _| {
-        let acc = e.repeat(zu, splits_v, 1, &[zero, zero], |e, s, acc| {
-            let slot = e.kb.add(slot0, s);
-            let at = e.kb.mul(slot, rec);
-            let ms = e.kb.load(part, at, 1);
-            let one = e.u(1);
-            let at1 = e.kb.add(at, one);
-            let ls = e.kb.load(part, at1, 1);
-            let two = e.u(2);
-            let at2 = e.kb.add(at, two);
-            let at2 = e.kb.add(at2, dd);
-            let os = e.kb.load(part, at2, 1);
-            let live = e.kb.cmp(CmpOp::Ne, ms, ninf);
-            let x = e.kb.sub(ms, big[0]);
-            let w = e.kb.un(UnOp::Exp, x);
-            let w = e.kb.select(live, w, zero);
-            let l = e.kb.fma(ls, w, acc[0]);
-            let o = e.kb.fma(os, w, acc[1]);
-            Ok(vec![l, o])
-        })?;
-        let y = e.kb.bin(BinOp::Div, acc[1], acc[0]);
+        let mut o = zero;
+        let two = e.u(2);
+        let loads: Vec<Val> = bases
+            .iter()
+            .map(|&at| {
+                let at2 = e.kb.add(at, two);
+                let at2 = e.kb.add(at2, dd);
+                e.kb.load(part, at2, 1)
+            })
+            .collect();
+        for (os, &w) in loads.into_iter().zip(&weights) {
+            o = e.kb.fma(os, w, o);
+        }
+        let y = e.kb.bin(BinOp::Div, o, total);
         let dstb = e.kb.mul(rth, dv);
         let at = e.kb.add(dstb, dd);
         e.kb.store(out, at, y);
