@@ -16,7 +16,12 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Parser)]
-#[command(name = "poot-compile", version, about = "poot's ahead-of-time compiler", args_conflicts_with_subcommands = true)]
+#[command(
+    name = "poot-compile",
+    version,
+    about = "poot's ahead-of-time compiler",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Option<Cmd>,
@@ -123,10 +128,24 @@ fn run(cli: Cli) -> AnyResult {
             print!("{}", poot_bundle::inspect(&b));
             Ok(())
         }
-        Some(Cmd::Generate { model, prompt, chat, max_tokens, cap, chunk }) => {
+        Some(Cmd::Generate {
+            model,
+            prompt,
+            chat,
+            max_tokens,
+            cap,
+            chunk,
+        }) => {
             let m = Model::load(&model)?;
-            let codec = m.codec.as_ref().ok_or_else(|| format!("{} has no tokenizer", model.display()))?;
-            let text = if chat { codec.render_chat(&prompt)? } else { prompt };
+            let codec = m
+                .codec
+                .as_ref()
+                .ok_or_else(|| format!("{} has no tokenizer", model.display()))?;
+            let text = if chat {
+                codec.render_chat(&prompt)?
+            } else {
+                prompt
+            };
             let ids = codec.encode(&text)?;
             let mut oracle = Oracle::new(&m, cap, chunk)?;
             let start = Instant::now();
@@ -156,12 +175,23 @@ fn run(cli: Cli) -> AnyResult {
             );
             Ok(())
         }
-        Some(Cmd::Trace { model, rows, tokens, cap, raw }) => {
+        Some(Cmd::Trace {
+            model,
+            rows,
+            tokens,
+            cap,
+            raw,
+        }) => {
             let m = Model::load(&model)?;
             let mut g = trace(&m, StepShape::prefill(rows, tokens, cap))?;
             if !raw {
                 for t in optimize(&mut g, PassOptions { verify_each: true })? {
-                    eprintln!("{:>14}: {:>8.2} ms, {} nodes", t.name, t.time.as_secs_f64() * 1e3, t.nodes);
+                    eprintln!(
+                        "{:>14}: {:>8.2} ms, {} nodes",
+                        t.name,
+                        t.time.as_secs_f64() * 1e3,
+                        t.nodes
+                    );
                 }
             }
             print!("{}", poot_ir::print(&g));
@@ -171,26 +201,37 @@ fn run(cli: Cli) -> AnyResult {
 }
 
 fn compile_cmd(a: CompileArgs) -> AnyResult {
-    let model = a.model.ok_or("give a model to compile (or a subcommand; see --help)")?;
+    let model = a
+        .model
+        .ok_or("give a model to compile (or a subcommand; see --help)")?;
     let output = a.output.ok_or("give the output bundle with -o")?;
     let prefill_chunks = a
         .prefill_chunks
         .split(',')
         .filter(|s| !s.trim().is_empty())
-        .map(|s| s.trim().parse::<usize>().map_err(|e| format!("--prefill-chunks `{s}`: {e}")))
+        .map(|s| {
+            s.trim()
+                .parse::<usize>()
+                .map_err(|e| format!("--prefill-chunks `{s}`: {e}"))
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let opts = CompileOptions {
         cap: a.cap,
         rows: a.batch,
         prefill_chunks,
         targets: targets(&a.target)?,
-        readback: if a.readback_all { Readback::All } else { Readback::Sampled },
+        readback: if a.readback_all {
+            Readback::All
+        } else {
+            Readback::Sampled
+        },
     };
     let start = Instant::now();
     let m = Model::load(&model)?;
     let bar = indicatif::ProgressBar::new(1);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let (manifest, weights) = compile(&m, &opts, &mut |done, total, what| {
         bar.set_length(total as u64);

@@ -11,7 +11,13 @@ use poot_compiler::tiny::tiny_model;
 
 fn goldens(family: Family) {
     let model = tiny_model(family, 7).unwrap();
-    let opts = CompileOptions { cap: 16, rows: 2, prefill_chunks: vec![4], targets: vec![Target::Ptx { sm: 90 }], readback: Readback::Sampled };
+    let opts = CompileOptions {
+        cap: 16,
+        rows: 2,
+        prefill_chunks: vec![4],
+        targets: vec![Target::Ptx { sm: 90 }],
+        readback: Readback::Sampled,
+    };
     let (manifest, _) = compile(&model, &opts, &mut |_, _, _| {}).unwrap();
     for k in &manifest.targets[0].kernels {
         let text = String::from_utf8(k.code.clone()).unwrap();

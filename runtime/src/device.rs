@@ -52,7 +52,11 @@ pub trait Device {
     fn free(&mut self);
     /// Device time of each dispatch of an eager run, in seconds, where the device can time
     /// one (profiling: `poot bench --profile`).
-    fn profile(&mut self, kernels: &[Self::Kernel], dispatches: &[Dispatch]) -> Result<Option<Vec<f64>>, DeviceError> {
+    fn profile(
+        &mut self,
+        kernels: &[Self::Kernel],
+        dispatches: &[Dispatch],
+    ) -> Result<Option<Vec<f64>>, DeviceError> {
         let _ = (kernels, dispatches);
         Ok(None)
     }

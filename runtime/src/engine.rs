@@ -163,7 +163,11 @@ impl<D: Device> Engine<D> {
     }
 
     /// Per-dispatch device seconds of one eager run of entry `id`, if the device can time them.
-    pub fn profile(&mut self, id: EntryId, slots: &[(SlotKind, Vec<i32>)]) -> Result<Option<Vec<f64>>> {
+    pub fn profile(
+        &mut self,
+        id: EntryId,
+        slots: &[(SlotKind, Vec<i32>)],
+    ) -> Result<Option<Vec<f64>>> {
         self.live()?;
         let entry = self.entry(id)?.entry.clone();
         self.write_slots(&entry, slots)?;

@@ -175,14 +175,26 @@ fn bench<D: poot_runtime::Device>(
         println!("capture speed-up: {:.2}x", results[1].1 / results[0].1);
     }
     if profile {
-        let slots = vec![(SlotKind::Token, vec![1; rows]), (SlotKind::Pos, vec![64.min(cap as i32 - 1); rows])];
+        let slots = vec![
+            (SlotKind::Token, vec![1; rows]),
+            (SlotKind::Pos, vec![64.min(cap as i32 - 1); rows]),
+        ];
         if let Some(times) = engine.profile(id, &slots)? {
-            let names: Vec<String> = b.manifest().targets.iter().find(|t| t.kernels.len() > 0).map(|t| t.kernels.iter().map(|k| k.name.clone()).collect()).unwrap_or_default();
+            let names: Vec<String> = b
+                .manifest()
+                .targets
+                .iter()
+                .find(|t| t.kernels.len() > 0)
+                .map(|t| t.kernels.iter().map(|k| k.name.clone()).collect())
+                .unwrap_or_default();
             let entry = engine.entry_info(id)?.clone();
-            let mut by: std::collections::BTreeMap<String, (f64, usize)> = std::collections::BTreeMap::new();
+            let mut by: std::collections::BTreeMap<String, (f64, usize)> =
+                std::collections::BTreeMap::new();
             for (d, t) in entry.dispatches.iter().zip(&times) {
                 let name = names.get(d.kernel as usize).cloned().unwrap_or_default();
-                let kind = name.rsplit_once('_').map_or(name.clone(), |(a, _)| a.to_string());
+                let kind = name
+                    .rsplit_once('_')
+                    .map_or(name.clone(), |(a, _)| a.to_string());
                 let e = by.entry(kind).or_default();
                 e.0 += t;
                 e.1 += 1;
@@ -193,7 +205,10 @@ fn bench<D: poot_runtime::Device>(
             for (k, (t, n)) in rows_ {
                 println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
             }
-            println!("sum of kernel times: {:.1} us", times.iter().sum::<f64>() * 1e6);
+            println!(
+                "sum of kernel times: {:.1} us",
+                times.iter().sum::<f64>() * 1e6
+            );
         }
     }
     Ok(())

@@ -103,9 +103,20 @@ fn bslot(k: SlotKind) -> BSlot {
 }
 
 /// A verification bundle (every output read back) of the tiny `family` model for `target`.
-pub fn tiny_bundle(family: Family, target: Target, cap: usize, rows: usize) -> (poot_compiler::families::Model, poot_bundle::OpenedBundle) {
+pub fn tiny_bundle(
+    family: Family,
+    target: Target,
+    cap: usize,
+    rows: usize,
+) -> (poot_compiler::families::Model, poot_bundle::OpenedBundle) {
     let model = tiny_model(family, 11).expect("tiny model");
-    let opts = CompileOptions { cap, rows, prefill_chunks: vec![4], targets: vec![target], readback: Readback::All };
+    let opts = CompileOptions {
+        cap,
+        rows,
+        prefill_chunks: vec![4],
+        targets: vec![target],
+        readback: Readback::All,
+    };
     let (manifest, weights) = compile(&model, &opts, &mut |_, _, _| {}).expect("compile");
     let bytes = poot_bundle::write(&manifest, &weights).expect("write");
     (model, poot_bundle::open_bytes(bytes).expect("open"))
@@ -148,19 +159,35 @@ pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target
                 let data: Vec<f32> = (0..g.ty(v).shape.numel()).map(|_| rng.unit()).collect();
                 let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
                 engine.write_state(name, &bytes).expect("write_state");
-                state.insert(name.to_string(), Tensor::f32(g.ty(v).shape.0.clone(), data).expect("state"));
+                state.insert(
+                    name.to_string(),
+                    Tensor::f32(g.ty(v).shape.0.clone(), data).expect("state"),
+                );
             }
-            let inputs = Inputs { weights: model.weight_views(), state, slots };
+            let inputs = Inputs {
+                weights: model.weight_views(),
+                state,
+                slots,
+            };
             let want = eval(&g, &inputs, EvalOptions::default()).expect("eval");
             let got = engine.step(id, &dev_slots).expect("step");
             for (name, t) in &want.outputs {
-                let dev = &got.outputs.iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("no output {name}")).1;
-                let worst = compare(&format!("{key} trial {trial} {name}"), dev, t, rel).unwrap_or_else(|e| panic!("{e}"));
-                println!("{key} trial {trial}: {name} worst relative error {worst:e} (tolerance {rel:e})");
+                let dev = &got
+                    .outputs
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .unwrap_or_else(|| panic!("no output {name}"))
+                    .1;
+                let worst = compare(&format!("{key} trial {trial} {name}"), dev, t, rel)
+                    .unwrap_or_else(|e| panic!("{e}"));
+                println!(
+                    "{key} trial {trial}: {name} worst relative error {worst:e} (tolerance {rel:e})"
+                );
             }
             for (name, t) in &want.state {
                 let dev = engine.read_state(name).expect("read_state");
-                compare(&format!("{key} trial {trial} state {name}"), &dev, t, rel).unwrap_or_else(|e| panic!("{e}"));
+                compare(&format!("{key} trial {trial} state {name}"), &dev, t, rel)
+                    .unwrap_or_else(|e| panic!("{e}"));
             }
         }
     }
@@ -168,25 +195,47 @@ pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target
 
 /// Capture versus eager on one device: `steps` decode steps replayed and the same steps
 /// launched eagerly read back identical bytes and leave identical state, bit for bit.
-pub fn capture_vs_eager<D: Device>(mut engine: Engine<D>, family: Family, target: Target, steps: usize) {
+pub fn capture_vs_eager<D: Device>(
+    mut engine: Engine<D>,
+    family: Family,
+    target: Target,
+    steps: usize,
+) {
     let (cap, rows) = (128, 2);
     let (_, bundle) = tiny_bundle(family, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
-    let key = bundle.manifest().entries.iter().find(|e| e.key.kind == StepKind::Decode).expect("decode").key.clone();
+    let key = bundle
+        .manifest()
+        .entries
+        .iter()
+        .find(|e| e.key.kind == StepKind::Decode)
+        .expect("decode")
+        .key
+        .clone();
     let id = engine.add_entry(&key).expect("add_entry");
-    let names: Vec<String> = bundle.manifest().entries[0].state.iter().map(|s| s.name.clone()).collect();
+    let names: Vec<String> = bundle.manifest().entries[0]
+        .state
+        .iter()
+        .map(|s| s.name.clone())
+        .collect();
     let mut runs = Vec::new();
     for eager in [false, true] {
         engine.reset_state().expect("reset");
         let mut outs = Vec::new();
         let mut tok = vec![3i32, 7];
         for pos in 0..steps {
-            let slots = vec![(BSlot::Token, tok.clone()), (BSlot::Pos, vec![pos as i32; rows])];
+            let slots = vec![
+                (BSlot::Token, tok.clone()),
+                (BSlot::Pos, vec![pos as i32; rows]),
+            ];
             let o = engine.run_step(id, &slots, eager).expect("step");
             tok = o.tokens.iter().map(|&t| t as i32).collect();
             outs.push(o.outputs);
         }
-        let state: Vec<Vec<u8>> = names.iter().map(|n| engine.read_state(n).expect("state")).collect();
+        let state: Vec<Vec<u8>> = names
+            .iter()
+            .map(|n| engine.read_state(n).expect("state"))
+            .collect();
         runs.push((outs, state));
     }
     assert!(runs[0].0 == runs[1].0, "captured and eager outputs differ");

@@ -16,36 +16,79 @@ use poot_runtime::Executor;
 use poot_runtime::driver::Driver;
 
 /// Runs the first `cases` fixture prompts of `c` through `exec`; returns (matched, compared).
-pub fn tier3_device(exec: &mut dyn Executor, c: Checkpoint, target: Target, cases: usize) -> (usize, usize) {
+pub fn tier3_device(
+    exec: &mut dyn Executor,
+    c: Checkpoint,
+    target: Target,
+    cases: usize,
+) -> (usize, usize) {
     let model = Model::load(&c.path()).expect("model");
-    let opts = CompileOptions { cap: 256, rows: 1, prefill_chunks: vec![16], targets: vec![target], readback: Readback::Sampled };
+    let opts = CompileOptions {
+        cap: 256,
+        rows: 1,
+        prefill_chunks: vec![16],
+        targets: vec![target],
+        readback: Readback::Sampled,
+    };
     let (manifest, weights) = compile(&model, &opts, &mut |_, _, _| {}).expect("compile");
-    let bundle = poot_bundle::open_bytes(poot_bundle::write(&manifest, &weights).expect("write")).expect("open");
+    let bundle = poot_bundle::open_bytes(poot_bundle::write(&manifest, &weights).expect("write"))
+        .expect("open");
     let rel = Tolerance::derive(model.spec.d_ff, 4 * model.spec.n_layers + 2);
     let fx = json(&format!("tier3/{}.json", c.name()));
     let mut driver = Driver::new(exec, &bundle).expect("driver");
     let (mut matched, mut total) = (0, 0);
-    for (i, case) in fx["cases"].as_array().expect("cases").iter().take(cases).enumerate() {
+    for (i, case) in fx["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .take(cases)
+        .enumerate()
+    {
         let prompt = ids(&case["prompt_ids"]);
         let want = ids(&case["tokens"]);
-        let margins: Vec<f64> = case["margins"].as_array().expect("margins").iter().filter_map(|m| m.as_f64()).collect();
+        let margins: Vec<f64> = case["margins"]
+            .as_array()
+            .expect("margins")
+            .iter()
+            .filter_map(|m| m.as_f64())
+            .collect();
         let scale = case["top"][0][0][1].as_f64().unwrap_or(1.0).abs().max(1.0);
         let start = std::time::Instant::now();
-        let g = driver.generate(&prompt, want.len(), None, &mut |_| {}).expect("generate");
+        let g = driver
+            .generate(&prompt, want.len(), None, &mut |_| {})
+            .expect("generate");
         let mut n = 0;
         for (j, (got, w)) in g.tokens.iter().zip(&want).enumerate() {
             if got != w {
                 let allowed = 2.0 * rel as f64 * scale;
-                assert!(margins[j] <= allowed, "{} case {i} step {j}: device {got} vs reference {w}, margin {} > {allowed}", c.name(), margins[j]);
-                println!("{} case {i}: allowed flip at step {j} (margin {} <= {allowed})", c.name(), margins[j]);
+                assert!(
+                    margins[j] <= allowed,
+                    "{} case {i} step {j}: device {got} vs reference {w}, margin {} > {allowed}",
+                    c.name(),
+                    margins[j]
+                );
+                println!(
+                    "{} case {i}: allowed flip at step {j} (margin {} <= {allowed})",
+                    c.name(),
+                    margins[j]
+                );
                 break;
             }
             n += 1;
         }
-        println!("{} case {i}: {n}/{} tokens match ({:.2} s)", c.name(), want.len(), start.elapsed().as_secs_f64());
+        println!(
+            "{} case {i}: {n}/{} tokens match ({:.2} s)",
+            c.name(),
+            want.len(),
+            start.elapsed().as_secs_f64()
+        );
         matched += n;
         total += want.len();
     }
-    println!("{} through {}: {matched}/{total} tokens match", c.name(), driver.executor().device_name());
+    println!(
+        "{} through {}: {matched}/{total} tokens match",
+        c.name(),
+        driver.executor().device_name()
+    );
     (matched, total)
 }

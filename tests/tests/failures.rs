@@ -11,7 +11,13 @@ use poot_runtime::{DeviceError, Engine, Executor, RuntimeError};
 use poot_tests::tier2::tiny_bundle;
 
 fn decode_key(cap: u32) -> EntryKey {
-    EntryKey { program: "generate".into(), kind: StepKind::Decode, rows: 2, cap, sampling: Sampling::Greedy }
+    EntryKey {
+        program: "generate".into(),
+        kind: StepKind::Decode,
+        rows: 2,
+        cap,
+        sampling: Sampling::Greedy,
+    }
 }
 
 #[test]
@@ -23,14 +29,20 @@ fn trap_needs_reset_then_recovers() {
     let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
     let err = e.step(id, &slots(16)).unwrap_err();
     match &err {
-        RuntimeError::Device { source: DeviceError::Fault { kernel, code, .. }, .. } => {
+        RuntimeError::Device {
+            source: DeviceError::Fault { kernel, code, .. },
+            ..
+        } => {
             assert!(kernel.starts_with("update_slice"), "{err}");
             assert_eq!(*code, TRAP_CACHE_OVERFLOW);
         }
         other => panic!("expected a kernel fault, got {other}"),
     }
     let again = e.step(id, &slots(3)).unwrap_err().to_string();
-    assert!(again.contains("call reset_state before stepping again"), "{again}");
+    assert!(
+        again.contains("call reset_state before stepping again"),
+        "{again}"
+    );
     e.reset_state().unwrap();
     let ok = e.step(id, &slots(3)).unwrap();
     assert_eq!(ok.tokens.len(), 2);
@@ -51,9 +63,21 @@ fn wrong_slot_data_is_refused() {
     let mut e = Engine::new(ReferenceDevice::new());
     e.load_weights(&bundle).unwrap();
     let id = e.add_entry(&decode_key(16)).unwrap();
-    let err = e.step(id, &[(SlotKind::Token, vec![1, 2, 3]), (SlotKind::Pos, vec![0, 0])]).unwrap_err().to_string();
+    let err = e
+        .step(
+            id,
+            &[
+                (SlotKind::Token, vec![1, 2, 3]),
+                (SlotKind::Pos, vec![0, 0]),
+            ],
+        )
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("takes 2 values, got 3"), "{err}");
-    let err = e.step(id, &[(SlotKind::Token, vec![1, 2])]).unwrap_err().to_string();
+    let err = e
+        .step(id, &[(SlotKind::Token, vec![1, 2])])
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("slot Pos"), "{err}");
 }
 
@@ -71,6 +95,12 @@ fn unknown_token_id_traps() {
     let mut e = Engine::new(ReferenceDevice::new());
     e.load_weights(&bundle).unwrap();
     let id = e.add_entry(&decode_key(16)).unwrap();
-    let err = e.step(id, &[(SlotKind::Token, vec![1, 64]), (SlotKind::Pos, vec![0, 0])]).unwrap_err().to_string();
+    let err = e
+        .step(
+            id,
+            &[(SlotKind::Token, vec![1, 64]), (SlotKind::Pos, vec![0, 0])],
+        )
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("gather") && err.contains("code 2"), "{err}");
 }

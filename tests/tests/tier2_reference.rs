@@ -10,15 +10,28 @@ use poot_tests::tier2::{capture_vs_eager, run_tiny};
 
 #[test]
 fn llama_tiny_reference_matches_eval() {
-    run_tiny(Engine::new(ReferenceDevice::new()), Family::Llama, Target::Reference);
+    run_tiny(
+        Engine::new(ReferenceDevice::new()),
+        Family::Llama,
+        Target::Reference,
+    );
 }
 
 #[test]
 fn qwen2_tiny_reference_matches_eval() {
-    run_tiny(Engine::new(ReferenceDevice::new()), Family::Qwen2, Target::Reference);
+    run_tiny(
+        Engine::new(ReferenceDevice::new()),
+        Family::Qwen2,
+        Target::Reference,
+    );
 }
 
 #[test]
 fn reference_capture_matches_eager() {
-    capture_vs_eager(Engine::new(ReferenceDevice::new()), Family::Llama, Target::Reference, 8);
+    capture_vs_eager(
+        Engine::new(ReferenceDevice::new()),
+        Family::Llama,
+        Target::Reference,
+        8,
+    );
 }

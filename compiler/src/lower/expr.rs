@@ -109,7 +109,10 @@ impl<'a> Emit<'a> {
 
     /// The parameter backing weight `v` as raw 32-bit words (any dtype, packed included).
     pub fn words(&mut self, v: Value) -> Result<Mem> {
-        let b = self.pl.buffer_of(v).ok_or_else(|| super::place::unsupported(self.g, v, "a weight without a buffer"))?;
+        let b = self
+            .pl
+            .buffer_of(v)
+            .ok_or_else(|| super::place::unsupported(self.g, v, "a weight without a buffer"))?;
         Ok(self.mem(Buf::Value(b), KS::U32, Access::Read))
     }
 

@@ -176,7 +176,11 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
                     let xs = e.kb.load(xm, at, lw as u8);
                     let mut acc = s[0];
                     for c in 0..lw {
-                        let x1 = if lw == 1 { xs } else { e.kb.extract(xs, c as u8) };
+                        let x1 = if lw == 1 {
+                            xs
+                        } else {
+                            e.kb.extract(xs, c as u8)
+                        };
                         acc = e.kb.fma(x1, x1, acc);
                     }
                     Ok(vec![acc])
@@ -474,7 +478,11 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
         let vs = e.kb.load(xm, at, lanes as u8);
         let mut c = c.to_vec();
         for i in 0..lanes {
-            let v = if lanes == 1 { vs } else { e.kb.extract(vs, i as u8) };
+            let v = if lanes == 1 {
+                vs
+            } else {
+                e.kb.extract(vs, i as u8)
+            };
             let iv = e.u(i);
             let k = e.kb.add(k0, iv);
             let nan = e.kb.un(UnOp::IsNan, v);
@@ -537,7 +545,11 @@ pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
         let vs = e.kb.load(xm, k, lanes as u8);
         let mut f = f[0];
         for i in 0..lanes {
-            let v = if lanes == 1 { vs } else { e.kb.extract(vs, i as u8) };
+            let v = if lanes == 1 {
+                vs
+            } else {
+                e.kb.extract(vs, i as u8)
+            };
             let fin = e.kb.un(UnOp::IsFinite, v);
             let one = e.u(1);
             let z = e.u(0);
@@ -596,7 +608,12 @@ fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usiz
 /// skips its key reads); the weighted sum of values is lane-per-dimension over the chunk's
 /// visible prefix only, so a step reads the K/V its position needs, not the whole cache.
 /// One subgroup per work-group.
-pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention, sub: u32) -> Result<(Launch, usize)> {
+pub fn attention_partial(
+    e: &mut Emit,
+    root: Value,
+    a: &super::place::Attention,
+    sub: u32,
+) -> Result<(Launch, usize)> {
     let g = e.g;
     let qd = g.ty(a.q).shape.0.clone();
     let kd = g.ty(a.k).shape.0.clone();
@@ -718,33 +735,43 @@ pub fn attention_partial(e: &mut Emit, root: Value, a: &super::place::Attention,
     let wv = e.u(w);
     let dstart = e.kb.mul(lane, wv);
     e.repeat(dstart, dv, sub * w as u32, &[], |e, dd, _| {
-        let acc = e.repeat(zero_u, count, unroll as u32, &vec![zero; 2 * w], |e, q0, acc| {
-            let mut loads = Vec::with_capacity(unroll);
-            for u in 0..unroll {
-                let uo = e.u(u);
-                let qi = e.kb.add(q0, uo);
-                let ok = e.kb.cmp(CmpOp::Lt, qi, count);
-                let last_p = e.u(chunk - 1);
-                let pi = e.kb.bin(BinOp::Min, qi, last_p);
-                let p = e.kb.load(ps, pi, 1);
-                let p = e.kb.select(ok, p, zero);
-                let cc = e.kb.add(c0, pi);
-                let ci = e.kb.bin(BinOp::Min, cc, last);
-                let vb = row_of(e, ci);
-                let at = e.kb.add(vb, dd);
-                let vv = e.kb.load(vm, at, w as u8);
-                loads.push((p, vv));
-            }
-            let mut next = acc.to_vec();
-            for (u, (p, vv)) in loads.into_iter().enumerate() {
-                for comp in 0..w {
-                    let x = if w == 1 { vv } else { e.kb.extract(vv, comp as u8) };
-                    let slot = 2 * comp + u % 2;
-                    next[slot] = e.kb.fma(p, x, next[slot]);
+        let acc = e.repeat(
+            zero_u,
+            count,
+            unroll as u32,
+            &vec![zero; 2 * w],
+            |e, q0, acc| {
+                let mut loads = Vec::with_capacity(unroll);
+                for u in 0..unroll {
+                    let uo = e.u(u);
+                    let qi = e.kb.add(q0, uo);
+                    let ok = e.kb.cmp(CmpOp::Lt, qi, count);
+                    let last_p = e.u(chunk - 1);
+                    let pi = e.kb.bin(BinOp::Min, qi, last_p);
+                    let p = e.kb.load(ps, pi, 1);
+                    let p = e.kb.select(ok, p, zero);
+                    let cc = e.kb.add(c0, pi);
+                    let ci = e.kb.bin(BinOp::Min, cc, last);
+                    let vb = row_of(e, ci);
+                    let at = e.kb.add(vb, dd);
+                    let vv = e.kb.load(vm, at, w as u8);
+                    loads.push((p, vv));
                 }
-            }
-            Ok(next)
-        })?;
+                let mut next = acc.to_vec();
+                for (u, (p, vv)) in loads.into_iter().enumerate() {
+                    for comp in 0..w {
+                        let x = if w == 1 {
+                            vv
+                        } else {
+                            e.kb.extract(vv, comp as u8)
+                        };
+                        let slot = 2 * comp + u % 2;
+                        next[slot] = e.kb.fma(p, x, next[slot]);
+                    }
+                }
+                Ok(next)
+            },
+        )?;
         for comp in 0..w {
             let o = e.kb.add(acc[2 * comp], acc[2 * comp + 1]);
             let off = e.u(2 + comp);

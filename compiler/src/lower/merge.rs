@@ -16,7 +16,11 @@ use std::collections::HashSet;
 const MAX_MEMBERS: usize = 4;
 
 fn writes(d: &Dispatch) -> HashSet<Buf> {
-    d.args.iter().filter(|(_, a)| *a != Access::Read).map(|(b, _)| *b).collect()
+    d.args
+        .iter()
+        .filter(|(_, a)| *a != Access::Read)
+        .map(|(b, _)| *b)
+        .collect()
 }
 
 fn touches(d: &Dispatch) -> HashSet<Buf> {
@@ -82,13 +86,32 @@ impl Remap {
     fn inst(&self, i: &Inst) -> Inst {
         match i {
             Inst::Let(v, e) => Inst::Let(self.v(*v), self.expr(e)),
-            Inst::Store { mem, index, value } => Inst::Store { mem: self.m(*mem), index: self.v(*index), value: self.v(*value) },
-            Inst::Atomic { op, mem, index, value } => {
-                Inst::Atomic { op: *op, mem: self.m(*mem), index: self.v(*index), value: self.v(*value) }
-            }
+            Inst::Store { mem, index, value } => Inst::Store {
+                mem: self.m(*mem),
+                index: self.v(*index),
+                value: self.v(*value),
+            },
+            Inst::Atomic {
+                op,
+                mem,
+                index,
+                value,
+            } => Inst::Atomic {
+                op: *op,
+                mem: self.m(*mem),
+                index: self.v(*index),
+                value: self.v(*value),
+            },
             Inst::Barrier => Inst::Barrier,
             Inst::Trap(c) => Inst::Trap(*c),
-            Inst::If { cond, then, then_yield, els, else_yield, results } => Inst::If {
+            Inst::If {
+                cond,
+                then,
+                then_yield,
+                els,
+                else_yield,
+                results,
+            } => Inst::If {
                 cond: self.v(*cond),
                 then: self.block(then),
                 then_yield: self.vs(then_yield),
@@ -96,14 +119,26 @@ impl Remap {
                 else_yield: self.vs(else_yield),
                 results: self.vs(results),
             },
-            Inst::For { var, start, end, step, carried, body, yields, results } => Inst::For {
+            Inst::For {
+                var,
+                start,
+                end,
+                step,
+                carried,
+                body,
+                yields,
+                results,
+            } => Inst::For {
                 var: self.v(*var),
                 start: self.v(*start),
                 end: self.v(*end),
                 step: *step,
                 carried: carried
                     .iter()
-                    .map(|c| poot_kir::Carried { param: self.v(c.param), init: self.v(c.init) })
+                    .map(|c| poot_kir::Carried {
+                        param: self.v(c.param),
+                        init: self.v(c.init),
+                    })
                     .collect(),
                 body: self.block(body),
                 yields: self.vs(yields),
@@ -148,7 +183,13 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
                 }
             })
             .collect();
-        let r = Remap { val_off, params: map, shared_off: shared.len() as u32, gx, base };
+        let r = Remap {
+            val_off,
+            params: map,
+            shared_off: shared.len() as u32,
+            gx,
+            base,
+        };
         shared.extend(k.shared.iter().cloned());
         bodies.push((inside, r.block(&k.body)));
         start += d.grid[0];
@@ -156,7 +197,14 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
     // if inside_0 { body_0 } else { if inside_1 { body_1 } else { ... } }
     let mut tail: Vec<Inst> = Vec::new();
     for (inside, body) in bodies.into_iter().rev() {
-        tail = vec![Inst::If { cond: inside, then: body, then_yield: vec![], els: tail, else_yield: vec![], results: vec![] }];
+        tail = vec![Inst::If {
+            cond: inside,
+            then: body,
+            then_yield: vec![],
+            els: tail,
+            else_yield: vec![],
+            results: vec![],
+        }];
     }
     prelude.extend(tail);
     let grid = [start, members[0].1.grid[1], members[0].1.grid[2]];
@@ -187,16 +235,34 @@ pub fn merge(kernels: &[Kernel], dispatches: &[Dispatch]) -> Vec<(Kernel, Dispat
         if group.len() == 1 {
             out.push((kernels[group[0].kernel].clone(), group[0].clone()));
         } else {
-            let members: Vec<(&Kernel, &Dispatch)> = group.iter().map(|d| (&kernels[d.kernel], *d)).collect();
+            let members: Vec<(&Kernel, &Dispatch)> =
+                group.iter().map(|d| (&kernels[d.kernel], *d)).collect();
             let (k, args, grid) = merge_kernels(&members);
             let work = group.iter().map(|d| d.work).sum();
             let name = group
                 .iter()
-                .map(|d| kernels[d.kernel].name.rsplit_once('_').map_or(kernels[d.kernel].name.clone(), |(a, _)| a.to_string()))
+                .map(|d| {
+                    kernels[d.kernel]
+                        .name
+                        .rsplit_once('_')
+                        .map_or(kernels[d.kernel].name.clone(), |(a, _)| a.to_string())
+                })
                 .collect::<Vec<_>>();
             let mut k = k;
-            k.name = if name.iter().all(|n| *n == name[0]) { format!("{}x{}", name[0], group.len()) } else { name.join("_and_") };
-            out.push((k, Dispatch { kernel: 0, grid, args, work }));
+            k.name = if name.iter().all(|n| *n == name[0]) {
+                format!("{}x{}", name[0], group.len())
+            } else {
+                name.join("_and_")
+            };
+            out.push((
+                k,
+                Dispatch {
+                    kernel: 0,
+                    grid,
+                    args,
+                    work,
+                },
+            ));
         }
         i += group.len();
     }

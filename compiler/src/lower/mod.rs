@@ -158,11 +158,15 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     })?
                 }
                 Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
-                    b.emit(g, &pl, "argmax", kernels::RED_THREADS as u32, |e| kernels::argmax(e, v))?
+                    b.emit(g, &pl, "argmax", kernels::RED_THREADS as u32, |e| {
+                        kernels::argmax(e, v)
+                    })?
                 }
-                Op::AnyNonFinite => b.emit(g, &pl, "any_nonfinite", kernels::RED_THREADS as u32, |e| {
-                    kernels::any_nonfinite(e, v)
-                })?,
+                Op::AnyNonFinite => {
+                    b.emit(g, &pl, "any_nonfinite", kernels::RED_THREADS as u32, |e| {
+                        kernels::any_nonfinite(e, v)
+                    })?
+                }
                 Op::AttnMix => {
                     let (a, _) = match_attention(g, &pl.users, v)
                         .ok_or_else(|| unsupported(g, v, "attention"))?;
@@ -202,9 +206,13 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         let index = match by_text.get(&text) {
             Some(&i) => i,
             None => {
-                let kind = name.rsplit_once('_').filter(|(_, n)| n.parse::<usize>().is_ok()).map_or(name.as_str(), |(a, _)| a);
+                let kind = name
+                    .rsplit_once('_')
+                    .filter(|(_, n)| n.parse::<usize>().is_ok())
+                    .map_or(name.as_str(), |(a, _)| a);
                 k.name = format!("{kind}_{}", kernels.len());
-                poot_kir::verify(&k).map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
+                poot_kir::verify(&k)
+                    .map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
                 kernels.push(k);
                 by_text.insert(text, kernels.len() - 1);
                 kernels.len() - 1

@@ -238,7 +238,10 @@ pub fn place(g: &Graph) -> Result<Placement> {
     // RMS norms read only as matmul inputs (through reshapes) move into those matmuls.
     let values: Vec<Value> = g.nodes.keys().collect();
     for &v in &values {
-        if !matches!(g.nodes[v].op, Op::RmsNorm { .. }) || g.is_result(v) || place[v] != Place::Buffer {
+        if !matches!(g.nodes[v].op, Op::RmsNorm { .. })
+            || g.is_result(v)
+            || place[v] != Place::Buffer
+        {
             continue;
         }
         let x0 = g.nodes[v].args[0];
@@ -249,7 +252,10 @@ pub fn place(g: &Graph) -> Result<Placement> {
             && g.ty(w).dtype == poot_ir::DType::F32;
         while let Some(u) = readers.pop() {
             match g.nodes[u].op {
-                Op::Reshape if place[u] == Place::Alias(v) || matches!(place[u], Place::Alias(a) if a != v && g.nodes[a].op == Op::Reshape) => {
+                Op::Reshape
+                    if place[u] == Place::Alias(v)
+                        || matches!(place[u], Place::Alias(a) if a != v && g.nodes[a].op == Op::Reshape) =>
+                {
                     ok &= !g.is_result(u);
                     readers.extend(users[u].iter().copied());
                 }

@@ -351,8 +351,19 @@ fn sext8(e: &mut Emit, b: Val) -> Val {
 /// as `poot_eval::dequant` (so each equals the reference weight bit for bit). Loads are
 /// whole block fields, independent of each other, so a lane issues them back to back.
 /// `dtype`'s row length must be a multiple of 32.
-pub fn unit(e: &mut Emit, mem: Mem, words: usize, dtype: DType, row: Val, unit: Val, row_bytes: usize) -> Vec<Val> {
-    let by = Bytes { mem, last_word: words.saturating_sub(1) as u32 };
+pub fn unit(
+    e: &mut Emit,
+    mem: Mem,
+    words: usize,
+    dtype: DType,
+    row: Val,
+    unit: Val,
+    row_bytes: usize,
+) -> Vec<Val> {
+    let by = Bytes {
+        mem,
+        last_word: words.saturating_sub(1) as u32,
+    };
     let rb = e.u(row_bytes);
     let base = e.kb.mul(row, rb);
     let at = |e: &mut Emit, from: Val, plus: usize| {

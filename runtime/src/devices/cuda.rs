@@ -318,18 +318,31 @@ impl Device for CudaDevice {
             .map_err(|e| convert("cuStreamSynchronize", e))
     }
 
-    fn profile(&mut self, kernels: &[CudaKernel], dispatches: &[Dispatch]) -> Result<Option<Vec<f64>>, DeviceError> {
-        let ev = || result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT).map_err(|e| convert("cuEventCreate", e));
-        let events = (0..=dispatches.len()).map(|_| ev()).collect::<Result<Vec<_>, _>>()?;
+    fn profile(
+        &mut self,
+        kernels: &[CudaKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<Option<Vec<f64>>, DeviceError> {
+        let ev = || {
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| convert("cuEventCreate", e))
+        };
+        let events = (0..=dispatches.len())
+            .map(|_| ev())
+            .collect::<Result<Vec<_>, _>>()?;
         let mut run = || -> Result<(), DeviceError> {
             for (i, d) in dispatches.iter().enumerate() {
-                let k = kernels.get(d.kernel as usize).ok_or_else(|| DeviceError::Other(format!("no kernel {}", d.kernel)))?;
+                let k = kernels
+                    .get(d.kernel as usize)
+                    .ok_or_else(|| DeviceError::Other(format!("no kernel {}", d.kernel)))?;
                 // SAFETY: events created above, recorded on our stream.
-                unsafe { result::event::record(events[i], self.stream) }.map_err(|e| convert("cuEventRecord", e))?;
+                unsafe { result::event::record(events[i], self.stream) }
+                    .map_err(|e| convert("cuEventRecord", e))?;
                 self.launch(k, d)?;
             }
             // SAFETY: as above.
-            unsafe { result::event::record(events[dispatches.len()], self.stream) }.map_err(|e| convert("cuEventRecord", e))?;
+            unsafe { result::event::record(events[dispatches.len()], self.stream) }
+                .map_err(|e| convert("cuEventRecord", e))?;
             self.synchronize()
         };
         let ran = run();
@@ -337,7 +350,8 @@ impl Device for CudaDevice {
         if ran.is_ok() {
             for w in events.windows(2) {
                 // SAFETY: both events completed (the stream was synchronized).
-                let ms = unsafe { result::event::elapsed(w[0], w[1]) }.map_err(|e| convert("cuEventElapsedTime", e))?;
+                let ms = unsafe { result::event::elapsed(w[0], w[1]) }
+                    .map_err(|e| convert("cuEventElapsedTime", e))?;
                 times.push(ms as f64 / 1e3);
             }
         }
