@@ -53,13 +53,14 @@ impl<'e> Driver<'e> {
         let decode = exec.add_entry(&dec.key.clone())?;
         let mut prefill = Vec::new();
         for e in &m.entries {
-            if let StepKind::Prefill { tokens } = e.key.kind {
-                if e.key.rows == rows && e.key.cap == cap {
-                    prefill.push((tokens as usize, exec.add_entry(&e.key.clone())?));
-                }
+            if let StepKind::Prefill { tokens } = e.key.kind
+                && e.key.rows == rows
+                && e.key.cap == cap
+            {
+                prefill.push((tokens as usize, exec.add_entry(&e.key.clone())?));
             }
         }
-        prefill.sort_by(|a, b| b.0.cmp(&a.0));
+        prefill.sort_by_key(|p| std::cmp::Reverse(p.0));
         Ok(Driver {
             exec,
             text,

@@ -184,7 +184,7 @@ fn bench<D: poot_runtime::Device>(
                 .manifest()
                 .targets
                 .iter()
-                .find(|t| t.kernels.len() > 0)
+                .find(|t| !t.kernels.is_empty())
                 .map(|t| t.kernels.iter().map(|k| k.name.clone()).collect())
                 .unwrap_or_default();
             let entry = engine.entry_info(id)?.clone();

@@ -167,7 +167,7 @@ impl<'a> Emit<'a> {
         out
     }
 
-    fn from_buffer(&mut self, v: Value, idx: &[Val]) -> Result<Val> {
+    fn load_element(&mut self, v: Value, idx: &[Val]) -> Result<Val> {
         let mem = self.buffer(v, Access::Read)?;
         let dims = self.g.ty(v).shape.0.clone();
         let lin = self.linear(&dims, idx);
@@ -251,7 +251,7 @@ impl<'a> Emit<'a> {
         match self.pl.place[v] {
             _ if self.root == Some(v) => {}
             Place::Inline => {}
-            _ if self.pl.buffer_of(v).is_some() => return self.from_buffer(v, idx),
+            _ if self.pl.buffer_of(v).is_some() => return self.load_element(v, idx),
             _ => {
                 return Err(super::place::unsupported(
                     self.g,

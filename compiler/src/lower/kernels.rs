@@ -413,16 +413,15 @@ pub fn scatter(e: &mut Emit, root: Value) -> Result<Launch> {
     Ok(launch([n.div_ceil(256), 1, 1], 8 * n))
 }
 
+/// Combines two threads' partial results in a tree reduction.
+type Combine = dyn Fn(&mut Emit, &[Val], &[Val]) -> Vec<Val>;
+
 /// Threads of the reduction kernels (argmax, non-finite flag).
 pub const RED_THREADS: usize = 1024;
 
 /// A fixed-order tree reduction of `vals` (per-thread values) over the work-group through
 /// shared arrays; `combine(e, mine, other)` returns the combined values.
-fn tree(
-    e: &mut Emit,
-    vals: Vec<Val>,
-    combine: &dyn Fn(&mut Emit, &[Val], &[Val]) -> Vec<Val>,
-) -> Result<Vec<Val>> {
+fn tree(e: &mut Emit, vals: Vec<Val>, combine: &Combine) -> Result<Vec<Val>> {
     let local = e.kb.special(Special::LocalX);
     let shs: Vec<_> = vals
         .iter()
@@ -469,7 +468,7 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let none = e.kb.u32(u32::MAX);
     // Each thread scans 4-element groups in increasing index order (4-lane loads).
-    let lanes = if n % 4 == 0 { 4 } else { 1 };
+    let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
     let four = e.u(lanes);
     let start = e.kb.mul(local, four);
     let step = (RED_THREADS * lanes) as u32;
@@ -499,7 +498,7 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
         }
         Ok(c)
     })?;
-    let r = tree(e, found, &|e, a, b| {
+    let r = tree(e, found, &move |e, a, b| {
         let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
         let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
         let gt = e.kb.cmp(CmpOp::Gt, b[0], a[0]);
@@ -537,7 +536,7 @@ pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
     let local = e.kb.special(Special::LocalX);
     let nv = e.u(n);
     let zero = e.u(0);
-    let lanes = if n % 4 == 0 { 4 } else { 1 };
+    let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
     let four = e.u(lanes);
     let start = e.kb.mul(local, four);
     let step = (RED_THREADS * lanes) as u32;
@@ -576,7 +575,7 @@ const ATT_CHUNK_PER_LANE: usize = 4;
 fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usize) -> Val {
     let zero = e.kb.f32(0.0);
     let mut acc = [zero; 4];
-    if d % 4 == 0 {
+    if d.is_multiple_of(4) {
         for i in 0..d / 4 {
             let o = e.u(4 * i);
             let qv = e.kb.load(qs, o, 4);
