@@ -28,23 +28,62 @@ fn plan_text(m: &Manifest) -> String {
     );
     let kernels = &m.targets[0].kernels;
     for e in &m.entries {
-        writeln!(s, "\nentry {}: {} dispatches, scratch {}, reads {}", e.key, e.dispatches.len(), e.scratch_bytes, e.bytes_read).ok();
+        writeln!(
+            s,
+            "\nentry {}: {} dispatches, scratch {}, reads {}",
+            e.key,
+            e.dispatches.len(),
+            e.scratch_bytes,
+            e.bytes_read
+        )
+        .ok();
         for x in &e.slots {
-            writeln!(s, "  slot {:?} {}{:?} at {}+{}", x.kind, x.dtype, x.dims, x.offset, x.len).ok();
+            writeln!(
+                s,
+                "  slot {:?} {}{:?} at {}+{}",
+                x.kind, x.dtype, x.dims, x.offset, x.len
+            )
+            .ok();
         }
         for x in &e.state {
-            writeln!(s, "  state {} {:?} at {}+{}", x.name, x.dims, x.offset, x.len).ok();
+            writeln!(
+                s,
+                "  state {} {:?} at {}+{}",
+                x.name, x.dims, x.offset, x.len
+            )
+            .ok();
         }
         for x in &e.readback {
-            writeln!(s, "  readback {} {}{:?} at {}+{}", x.name, x.dtype, x.dims, x.offset, x.len).ok();
+            writeln!(
+                s,
+                "  readback {} {}{:?} at {}+{}",
+                x.name, x.dtype, x.dims, x.offset, x.len
+            )
+            .ok();
         }
         for d in &e.dispatches {
             let binds: Vec<String> = d
                 .bindings
                 .iter()
-                .map(|b| format!("{}[{}+{}]{}", arena(b.arena), b.offset, b.len, if b.writes { "w" } else { "" }))
+                .map(|b| {
+                    format!(
+                        "{}[{}+{}]{}",
+                        arena(b.arena),
+                        b.offset,
+                        b.len,
+                        if b.writes { "w" } else { "" }
+                    )
+                })
                 .collect();
-            writeln!(s, "  {} grid={:?} work={} {}", kernels[d.kernel as usize].name, d.grid, d.work, binds.join(" ")).ok();
+            writeln!(
+                s,
+                "  {} grid={:?} work={} {}",
+                kernels[d.kernel as usize].name,
+                d.grid,
+                d.work,
+                binds.join(" ")
+            )
+            .ok();
         }
     }
     s
@@ -52,7 +91,13 @@ fn plan_text(m: &Manifest) -> String {
 
 fn snapshot(family: Family) {
     let model = tiny_model(family, 7).unwrap();
-    let opts = CompileOptions { cap: 16, rows: 2, prefill_chunks: vec![4], targets: vec![Target::Reference], readback: Readback::Sampled };
+    let opts = CompileOptions {
+        cap: 16,
+        rows: 2,
+        prefill_chunks: vec![4],
+        targets: vec![Target::Reference],
+        readback: Readback::Sampled,
+    };
     let (manifest, _) = compile(&model, &opts, &mut |_, _, _| {}).unwrap();
     insta::with_settings!({
         snapshot_path => "../../snapshots",

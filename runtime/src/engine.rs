@@ -187,20 +187,23 @@ impl<D: Device> Engine<D> {
         self.entry(id).map(|l| &l.entry)
     }
 
-    /// The bytes of carried state `name` (verification).
-    pub fn read_state(&mut self, name: &str) -> Result<Vec<u8>> {
-        self.live()?;
+    fn state_info(&self, name: &str) -> Result<poot_bundle::StateInfo> {
         let m = self
             .manifest
             .as_ref()
             .ok_or_else(|| RuntimeError::Usage("no weights loaded".into()))?;
-        let info = m
-            .entries
+        m.entries
             .iter()
             .flat_map(|e| &e.state)
             .find(|s| s.name == name)
             .cloned()
-            .ok_or_else(|| RuntimeError::Usage(format!("no state `{name}`")))?;
+            .ok_or_else(|| RuntimeError::Usage(format!("no state `{name}`")))
+    }
+
+    /// The bytes of carried state `name` (verification).
+    pub fn read_state(&mut self, name: &str) -> Result<Vec<u8>> {
+        self.live()?;
+        let info = self.state_info(name)?;
         let mut out = vec![0u8; info.len as usize];
         self.dev
             .read(Arena::State, info.offset, &mut out)
@@ -211,17 +214,7 @@ impl<D: Device> Engine<D> {
     /// Overwrites carried state `name` (verification: start from a known cache).
     pub fn write_state(&mut self, name: &str, bytes: &[u8]) -> Result<()> {
         self.live()?;
-        let m = self
-            .manifest
-            .as_ref()
-            .ok_or_else(|| RuntimeError::Usage("no weights loaded".into()))?;
-        let info = m
-            .entries
-            .iter()
-            .flat_map(|e| &e.state)
-            .find(|s| s.name == name)
-            .cloned();
-        let info = info.ok_or_else(|| RuntimeError::Usage(format!("no state `{name}`")))?;
+        let info = self.state_info(name)?;
         if bytes.len() as u64 != info.len {
             return Err(RuntimeError::Usage(format!(
                 "state `{name}` takes {} bytes, got {}",

@@ -92,21 +92,37 @@ pub fn gather_rows(e: &mut Emit, root: Value) -> Result<Launch> {
     let words = bytes(e, table).div_ceil(4);
     let row_bytes = tt.dtype.bytes_for(d).unwrap_or(0);
     let ids_dims = e.g.ty(ids).shape.0.clone();
+    // One thread per 32 weights of a row (one block's fields), else per weight.
+    let per = if d.is_multiple_of(32) { 32 } else { 1 };
+    let threads = n / per;
     let i = gid(e, 256);
-    let nv = e.u(n);
-    let inside = e.kb.cmp(CmpOp::Lt, i, nv);
+    let tv = e.u(threads);
+    let inside = e.kb.cmp(CmpOp::Lt, i, tv);
     e.when(inside, |e| {
-        let dv = e.u(d);
-        let r = e.kb.bin(BinOp::Div, i, dv);
-        let k = e.kb.bin(BinOp::Rem, i, dv);
+        let units = e.u(d / per);
+        let r = e.kb.bin(BinOp::Div, i, units);
+        let u = e.kb.bin(BinOp::Rem, i, units);
         let at = e.unravel(&ids_dims, r);
         let id = e.value(ids, &at)?;
         let row = e.checked_id(id, rows);
-        let x = weight(e, w, words, tt.dtype, row, k, row_bytes);
-        e.kb.store(out, i, x);
+        let pv = e.u(per);
+        let first = e.kb.mul(i, pv);
+        let xs = if per == 32 {
+            unit(e, w, words, tt.dtype, row, u, row_bytes)
+        } else {
+            vec![weight(e, w, words, tt.dtype, row, u, row_bytes)]
+        };
+        for (j, x) in xs.into_iter().enumerate() {
+            let jv = e.u(j);
+            let at = e.kb.add(first, jv);
+            e.kb.store(out, at, x);
+        }
         Ok(())
     })?;
-    Ok(launch([n.div_ceil(256), 1, 1], 4 * n + n / d * row_bytes))
+    Ok(launch(
+        [threads.div_ceil(256), 1, 1],
+        4 * n + n / d * row_bytes,
+    ))
 }
 
 const MM_WARPS: usize = 4;

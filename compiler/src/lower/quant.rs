@@ -1,7 +1,7 @@
 //! Reading one weight element inside a kernel, for every weight dtype.
 //!
-//! Invariant: `weight(w, dtype, row, k, row_bytes)` performs exactly the f32 operations of
-//! `poot_eval::dequant` for element `k` of row `row`, so a device weight equals the reference
+//! Invariant: `unit` (32 weights of a row) and `weight` (one plain-float weight) perform
+//! exactly the f32 operations of `poot_eval::dequant`, so a device weight equals the reference
 //! weight bit for bit. Weights are bound as `u32` words; block fields at any byte offset are
 //! assembled from whole-word loads, never past the weight's last word.
 
@@ -50,27 +50,6 @@ impl Bytes {
             e.kb.expr(poot_kir::Expr::HalfToF32(x, false))
         }
     }
-    /// The 32-bit little-endian value at even byte offset `off`.
-    fn u32_at(&self, e: &mut Emit, off: Val) -> Val {
-        let two = e.kb.u32(2);
-        let wi = e.kb.bin(BinOp::Shr, off, two);
-        let w0 = self.word(e, wi);
-        let one = e.kb.u32(1);
-        let wj = e.kb.add(wi, one);
-        let w1 = self.word(e, wj);
-        let three = e.kb.u32(3);
-        let sub = e.kb.bin(BinOp::And, off, three);
-        let zero = e.kb.u32(0);
-        let aligned = e.kb.cmp(CmpOp::Eq, sub, zero);
-        let eight = e_u(e, 8);
-        let sh = e.kb.mul(sub, eight);
-        let lo = e.kb.bin(BinOp::Shr, w0, sh);
-        let thirty_two = e.kb.u32(32);
-        let back = e.kb.sub(thirty_two, sh);
-        let hi = e.kb.bin(BinOp::Shl, w1, back);
-        let joined = e.kb.bin(BinOp::Or, lo, hi);
-        e.kb.select(aligned, w0, joined)
-    }
 }
 
 fn e_u(e: &mut Emit, x: u32) -> Val {
@@ -81,7 +60,9 @@ fn i2f(e: &mut Emit, x: Val) -> Val {
     e.kb.convert(x, Scalar::F32)
 }
 
-/// Element `k` of row `row` of weight `mem` (`dtype`, `row_bytes` per row, `words` in all).
+/// Element `k` of row `row` of a plain-float weight `mem` (f32, f16, bf16; `row_bytes` per
+/// row, `words` in all), for rows whose length is not a multiple of 32. Block formats always
+/// have such rows and are read by [`unit`]; for them this returns NaN, which no caller asks for.
 pub fn weight(
     e: &mut Emit,
     mem: Mem,
@@ -97,32 +78,6 @@ pub fn weight(
     };
     let rb = e.u(row_bytes);
     let base = e.kb.mul(row, rb);
-    let (per, size) = dtype.block();
-    let per_v = e.u(per);
-    let b = e.kb.bin(BinOp::Div, k, per_v);
-    let j = e.kb.bin(BinOp::Rem, k, per_v);
-    let size_v = e.u(size);
-    let boff = e.kb.mul(b, size_v);
-    let bo = e.kb.add(base, boff);
-    let at = |e: &mut Emit, off: usize, plus: Val| {
-        let o = e.u(off);
-        let x = e.kb.add(bo, o);
-        e.kb.add(x, plus)
-    };
-    let zero = e.u(0);
-    let sixteen = e.u(16);
-    let fifteen = e.u(15);
-    let four = e.u(4);
-    // Low nibble for j < 16, high nibble for j >= 16, of byte (j % 16) at `from`.
-    let nibble = |e: &mut Emit, from: usize| {
-        let jm = e.kb.bin(BinOp::Rem, j, sixteen);
-        let off = at(e, from, jm);
-        let byte = by.byte(e, off);
-        let high = e.kb.cmp(CmpOp::Ge, j, sixteen);
-        let sh = e.kb.select(high, four, zero);
-        let x = e.kb.bin(BinOp::Shr, byte, sh);
-        e.kb.bin(BinOp::And, x, fifteen)
-    };
     match dtype {
         DType::F32 => {
             let two = e.u(2);
@@ -137,171 +92,8 @@ pub fn weight(
             let off = e.kb.add(base, kk);
             by.half(e, off, dtype == DType::Bf16)
         }
-        DType::Q4_0 | DType::Q5_0 => {
-            let d = by.half(e, bo, false);
-            let mut q = nibble(e, if dtype == DType::Q4_0 { 2 } else { 6 });
-            let bias = if dtype == DType::Q4_0 { 8 } else { 16 };
-            if dtype == DType::Q5_0 {
-                let qh = {
-                    let off = at(e, 2, zero);
-                    by.u32_at(e, off)
-                };
-                let bit = e.kb.bin(BinOp::Shr, qh, j);
-                let one = e.u(1);
-                let bit = e.kb.bin(BinOp::And, bit, one);
-                let hb = e.kb.bin(BinOp::Shl, bit, four);
-                q = e.kb.bin(BinOp::Or, q, hb);
-            }
-            let qi = e.kb.bitcast(q, Scalar::I32);
-            let bias = e.kb.i32(bias);
-            let c = e.kb.sub(qi, bias);
-            let c = i2f(e, c);
-            e.kb.mul(d, c)
-        }
-        DType::Q4_1 => {
-            let d = by.half(e, bo, false);
-            let two = e.u(2);
-            let moff = e.kb.add(bo, two);
-            let m = by.half(e, moff, false);
-            let q = nibble(e, 4);
-            let qf = i2f(e, q);
-            let x = e.kb.mul(d, qf);
-            e.kb.add(x, m)
-        }
-        DType::Q8_0 => {
-            let d = by.half(e, bo, false);
-            let off = at(e, 2, j);
-            let byte = by.byte(e, off);
-            let s24 = e.u(24);
-            let x = e.kb.bin(BinOp::Shl, byte, s24);
-            let xi = e.kb.bitcast(x, Scalar::I32);
-            let s24i = e.kb.i32(24);
-            let q = e.kb.bin(BinOp::Shr, xi, s24i);
-            let qf = i2f(e, q);
-            e.kb.mul(qf, d)
-        }
-        DType::Q4K => q4k(e, &by, bo, j),
-        DType::Q6K => q6k(e, &by, bo, j),
         _ => e.kb.f32(f32::NAN),
     }
-}
-
-fn q4k(e: &mut Emit, by: &Bytes, bo: Val, j: Val) -> Val {
-    let d = by.half(e, bo, false);
-    let two = e.u(2);
-    let o2 = e.kb.add(bo, two);
-    let dmin = by.half(e, o2, false);
-    let thirty_two = e.u(32);
-    let sb = e.kb.bin(BinOp::Div, j, thirty_two);
-    let four = e.u(4);
-    let s = |e: &mut Emit, i: Val| {
-        let o = e.u(4);
-        let x = e.kb.add(bo, o);
-        let x = e.kb.add(x, i);
-        by.byte(e, x)
-    };
-    let low = e.kb.cmp(CmpOp::Lt, sb, four);
-    let sb4 = e.kb.add(sb, four);
-    let sbm = {
-        let back = e.kb.sub(sb, four);
-        let zero = e.u(0);
-        e.kb.select(low, zero, back)
-    };
-    let s_sb = s(e, sb);
-    let s_sb4 = s(e, sb4);
-    let s_sbm = s(e, sbm);
-    let c63 = e.u(63);
-    let c15 = e.u(15);
-    let c30 = e.u(0x30);
-    let sc_lo = e.kb.bin(BinOp::And, s_sb, c63);
-    let m_lo = e.kb.bin(BinOp::And, s_sb4, c63);
-    let a = e.kb.bin(BinOp::And, s_sb4, c15);
-    let b = e.kb.bin(BinOp::Shr, s_sbm, two);
-    let b = e.kb.bin(BinOp::And, b, c30);
-    let sc_hi = e.kb.bin(BinOp::Or, a, b);
-    let a = e.kb.bin(BinOp::Shr, s_sb4, four);
-    let b = e.kb.bin(BinOp::Shr, s_sb, two);
-    let b = e.kb.bin(BinOp::And, b, c30);
-    let m_hi = e.kb.bin(BinOp::Or, a, b);
-    let sc = e.kb.select(low, sc_lo, sc_hi);
-    let m = e.kb.select(low, m_lo, m_hi);
-    let scf = i2f(e, sc);
-    let mf = i2f(e, m);
-    let dl = e.kb.mul(d, scf);
-    let ml = e.kb.mul(dmin, mf);
-    let one = e.u(1);
-    let pair = e.kb.bin(BinOp::Shr, sb, one);
-    let pair = e.kb.mul(pair, thirty_two);
-    let jm = e.kb.bin(BinOp::Rem, j, thirty_two);
-    let sixteen = e.u(16);
-    let off = e.kb.add(bo, sixteen);
-    let off = e.kb.add(off, pair);
-    let off = e.kb.add(off, jm);
-    let byte = by.byte(e, off);
-    let odd = e.kb.bin(BinOp::And, sb, one);
-    let sh = e.kb.mul(odd, four);
-    let q = e.kb.bin(BinOp::Shr, byte, sh);
-    let q = e.kb.bin(BinOp::And, q, c15);
-    let qf = i2f(e, q);
-    let x = e.kb.mul(dl, qf);
-    e.kb.sub(x, ml)
-}
-
-fn q6k(e: &mut Emit, by: &Bytes, bo: Val, j: Val) -> Val {
-    let c = |e: &mut Emit, x: u32| e.kb.u32(x);
-    let off208 = {
-        let o = c(e, 208);
-        e.kb.add(bo, o)
-    };
-    let d = by.half(e, off208, false);
-    let c128 = c(e, 128);
-    let c64 = c(e, 64);
-    let c32 = c(e, 32);
-    let half = e.kb.bin(BinOp::Div, j, c128);
-    let r = e.kb.bin(BinOp::Rem, j, c128);
-    let j64 = e.kb.bin(BinOp::Rem, j, c64);
-    let j32 = e.kb.bin(BinOp::Rem, j, c32);
-    let h64 = e.kb.mul(half, c64);
-    let lo_off = e.kb.add(bo, h64);
-    let lo_off = e.kb.add(lo_off, j64);
-    let lo_b = by.byte(e, lo_off);
-    let r64 = e.kb.bin(BinOp::Div, r, c64);
-    let four = c(e, 4);
-    let sh = e.kb.mul(r64, four);
-    let lo = e.kb.bin(BinOp::Shr, lo_b, sh);
-    let c15 = c(e, 15);
-    let lo = e.kb.bin(BinOp::And, lo, c15);
-    let h32 = e.kb.mul(half, c32);
-    let hi_off = e.kb.add(bo, c128);
-    let hi_off = e.kb.add(hi_off, h32);
-    let hi_off = e.kb.add(hi_off, j32);
-    let hi_b = by.byte(e, hi_off);
-    let r32 = e.kb.bin(BinOp::Div, r, c32);
-    let two = c(e, 2);
-    let sh = e.kb.mul(r32, two);
-    let hi = e.kb.bin(BinOp::Shr, hi_b, sh);
-    let three = c(e, 3);
-    let hi = e.kb.bin(BinOp::And, hi, three);
-    let hi = e.kb.bin(BinOp::Shl, hi, four);
-    let q = e.kb.bin(BinOp::Or, lo, hi);
-    let qi = e.kb.bitcast(q, Scalar::I32);
-    let c32i = e.kb.i32(32);
-    let qi = e.kb.sub(qi, c32i);
-    let qf = i2f(e, qi);
-    let c16 = c(e, 16);
-    let si = e.kb.bin(BinOp::Div, j, c16);
-    let c192 = c(e, 192);
-    let s_off = e.kb.add(bo, c192);
-    let s_off = e.kb.add(s_off, si);
-    let sb = by.byte(e, s_off);
-    let c24 = c(e, 24);
-    let sx = e.kb.bin(BinOp::Shl, sb, c24);
-    let sx = e.kb.bitcast(sx, Scalar::I32);
-    let c24i = e.kb.i32(24);
-    let sx = e.kb.bin(BinOp::Shr, sx, c24i);
-    let sf = i2f(e, sx);
-    let ds = e.kb.mul(d, sf);
-    e.kb.mul(ds, qf)
 }
 
 /// `n` little-endian 32-bit values starting at even byte offset `off` (loads `n + 1` words and
