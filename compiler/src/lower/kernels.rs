@@ -129,12 +129,13 @@ const MM_WARPS: usize = 4;
 const MM_ROWS: usize = 8;
 
 /// `x @ w^T`: one subgroup per output column, up to eight input rows per work-group, lanes
-/// striding over `k` with one fused multiply-add per element, then a subgroup sum. The root
-/// is the matmul itself or an element-wise value of its shape (the epilogue).
-pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> {
-    let [x, w] = args(e, mm)?;
-    let wt = e.g.ty(w).clone();
-    let (n, k) = (wt.shape.0[0], wt.shape.0[1]);
+/// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
+/// loads; one weight per step when `k` is not a multiple of 32), then a subgroup sum. `mms`
+/// are one or two matmuls of the same `x` (a SwiGLU's gate and up); the root is the matmul
+/// itself or an element-wise value of their shape computed from them (the epilogue).
+pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Launch> {
+    let [x, w0] = args(e, mms[0])?;
+    let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
     let rb = rows.min(MM_ROWS);
     // An RMS norm in the prologue: x = (x0 * r) * nw, with r per row computed here.
@@ -153,10 +154,20 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
         Some((_, nw, _)) => Some(e.buffer(nw, Access::Read)?),
         None => None,
     };
-    let wm = e.words(w)?;
+    // Per matmul: (weight words, their count, dtype, bytes per row).
+    let mut ws = Vec::with_capacity(mms.len());
+    for &mm in mms {
+        let [_, w] = args(e, mm)?;
+        let wt = e.g.ty(w).clone();
+        let words = bytes(e, w).div_ceil(4);
+        ws.push((
+            e.words(w)?,
+            words,
+            wt.dtype,
+            wt.dtype.bytes_for(k).unwrap_or(0),
+        ));
+    }
     let out = e.buffer(root, Access::Write)?;
-    let words = bytes(e, w).div_ceil(4);
-    let row_bytes = wt.dtype.bytes_for(k).unwrap_or(0);
     let root_ty = e.g.ty(root).clone();
     let sub_v = e.u(sub as usize);
     let local = e.kb.special(Special::LocalX);
@@ -171,22 +182,25 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
     let m0 = e.kb.mul(gy, rbv);
     let nv = e.u(n);
     let inside = e.kb.cmp(CmpOp::Lt, col, nv);
+    let nm = mms.len();
     e.when(inside, |e| {
         let zero = e.kb.f32(0.0);
         let kv = e.u(k);
         let last_row = e.u(rows - 1);
+        let row_base = |e: &mut Emit, r: usize| {
+            let rv = e.u(r);
+            let m = e.kb.add(m0, rv);
+            let m = e.kb.bin(BinOp::Min, m, last_row);
+            e.kb.mul(m, kv)
+        };
         // The norm's 1 / sqrt(mean(x0^2) + eps) for each row of this work-group.
         let mut scales = Vec::new();
         if let Some((_, _, eps)) = pro {
-            let vec4 = k % 4 == 0;
-            let lw = if vec4 { 4 } else { 1 };
+            let lw = if k.is_multiple_of(4) { 4 } else { 1 };
             let lwv = e.u(lw);
             let start = e.kb.mul(lane, lwv);
             for r in 0..rb {
-                let rv = e.u(r);
-                let m = e.kb.add(m0, rv);
-                let m = e.kb.bin(BinOp::Min, m, last_row);
-                let mk = e.kb.mul(m, kv);
+                let mk = row_base(e, r);
                 let ss = e.repeat(start, kv, sub * lw as u32, &[zero], |e, kk, s| {
                     let at = e.kb.add(mk, kk);
                     let xs = e.kb.load(xm, at, lw as u8);
@@ -211,64 +225,69 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
                 scales.push(e.kb.bin(BinOp::Div, one, sq));
             }
         }
-        let acc = if k % 32 == 0 {
+        // Accumulator of matmul i, row r at i * rb + r.
+        let acc = if k.is_multiple_of(32) {
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
-            // the matching x as eight 4-lane loads.
+            // the matching x as eight 4-lane loads, shared by the matmuls.
             let units = e.u(k / 32);
-            e.repeat(lane, units, sub, &vec![zero; rb], |e, u, acc| {
-                let w = unit(e, wm, words, wt.dtype, col, u, row_bytes);
+            e.repeat(lane, units, sub, &vec![zero; rb * nm], |e, u, acc| {
+                let wv: Vec<Vec<Val>> = ws
+                    .iter()
+                    .map(|&(m, words, dt, rbytes)| unit(e, m, words, dt, col, u, rbytes))
+                    .collect();
                 let c32 = e.u(32);
                 let k0 = e.kb.mul(u, c32);
-                let mut next = Vec::with_capacity(rb);
-                for (r, &a) in acc.iter().enumerate() {
-                    let rv = e.u(r);
-                    let m = e.kb.add(m0, rv);
-                    let m = e.kb.bin(BinOp::Min, m, last_row);
-                    let mk = e.kb.mul(m, kv);
+                let mut next = acc.to_vec();
+                let nv4: Vec<Option<Val>> = (0..8)
+                    .map(|q| {
+                        nwm.map(|nm_| {
+                            let off = e.u(4 * q);
+                            let at = e.kb.add(k0, off);
+                            e.kb.load(nm_, at, 4)
+                        })
+                    })
+                    .collect();
+                for r in 0..rb {
+                    let mk = row_base(e, r);
                     let xb = e.kb.add(mk, k0);
-                    let mut s = a;
-                    for q in 0..8 {
+                    for (q, n4) in nv4.iter().enumerate() {
                         let off = e.u(4 * q);
                         let at = e.kb.add(xb, off);
                         let xv = e.kb.load(xm, at, 4);
-                        let nv4 = match nwm {
-                            Some(nm) => {
-                                let at = e.kb.add(k0, off);
-                                Some(e.kb.load(nm, at, 4))
-                            }
-                            None => None,
-                        };
                         for c in 0..4 {
                             let mut x1 = e.kb.extract(xv, c as u8);
-                            if let Some(n4) = nv4 {
-                                let nw1 = e.kb.extract(n4, c as u8);
+                            if let Some(n4) = n4 {
+                                let nw1 = e.kb.extract(*n4, c as u8);
                                 let y = e.kb.mul(x1, scales[r]);
                                 x1 = e.kb.mul(y, nw1);
                             }
-                            s = e.kb.fma(x1, w[4 * q + c], s);
+                            for (i, w) in wv.iter().enumerate() {
+                                next[i * rb + r] = e.kb.fma(x1, w[4 * q + c], next[i * rb + r]);
+                            }
                         }
                     }
-                    next.push(s);
                 }
                 Ok(next)
             })?
         } else {
-            e.repeat(lane, kv, sub, &vec![zero; rb], |e, kk, acc| {
-                let wv = weight(e, wm, words, wt.dtype, col, kk, row_bytes);
-                let mut next = Vec::with_capacity(rb);
-                for (r, &a) in acc.iter().enumerate() {
-                    let rv = e.u(r);
-                    let m = e.kb.add(m0, rv);
-                    let m = e.kb.bin(BinOp::Min, m, last_row);
-                    let mk = e.kb.mul(m, kv);
+            e.repeat(lane, kv, sub, &vec![zero; rb * nm], |e, kk, acc| {
+                let wv: Vec<Val> = ws
+                    .iter()
+                    .map(|&(m, words, dt, rbytes)| weight(e, m, words, dt, col, kk, rbytes))
+                    .collect();
+                let mut next = acc.to_vec();
+                for r in 0..rb {
+                    let mk = row_base(e, r);
                     let at = e.kb.add(mk, kk);
                     let mut xv = e.kb.load(xm, at, 1);
-                    if let Some(nm) = nwm {
-                        let nw1 = e.kb.load(nm, kk, 1);
+                    if let Some(nm_) = nwm {
+                        let nw1 = e.kb.load(nm_, kk, 1);
                         let y = e.kb.mul(xv, scales[r]);
                         xv = e.kb.mul(y, nw1);
                     }
-                    next.push(e.kb.fma(xv, wv, a));
+                    for (i, &w) in wv.iter().enumerate() {
+                        next[i * rb + r] = e.kb.fma(xv, w, next[i * rb + r]);
+                    }
                 }
                 Ok(next)
             })?
@@ -280,7 +299,7 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
         let zero_u = e.u(0);
         let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
         e.when(first, |e| {
-            for (r, &s) in sums.iter().enumerate() {
+            for r in 0..rb {
                 let rv = e.u(r);
                 let m = e.kb.add(m0, rv);
                 let rows_v = e.u(rows);
@@ -288,10 +307,12 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
                 e.when(ok, |e| {
                     let mn = e.kb.mul(m, nv);
                     let at = e.kb.add(mn, col);
-                    let y = if root == mm {
-                        s
+                    let y = if mms == [root] {
+                        sums[r]
                     } else {
-                        e.set_override(mm, s);
+                        for (i, &mm) in mms.iter().enumerate() {
+                            e.set_override(mm, sums[i * rb + r]);
+                        }
                         let idx = e.unravel(&root_ty.shape.0, at);
                         e.compute(root, &idx)?
                     };
@@ -302,9 +323,10 @@ pub fn matmul(e: &mut Emit, root: Value, mm: Value, sub: u32) -> Result<Launch> 
             Ok(())
         })
     })?;
+    let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
     Ok(launch(
         [n.div_ceil(MM_WARPS), rows.div_ceil(rb), 1],
-        n * row_bytes + 4 * rows * k,
+        wbytes + 4 * rows * k,
     ))
 }
 

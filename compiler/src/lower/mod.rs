@@ -126,10 +126,11 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         scratch: BTreeMap::new(),
     };
     for (v, n) in g.nodes.iter() {
-        let fused_mm = g
+        let fused_mm: Vec<Value> = g
             .nodes
             .keys()
-            .find(|&m| pl.place[m] == Place::Fused(v) && g.nodes[m].op == Op::MatMul);
+            .filter(|&m| pl.place[m] == Place::Fused(v) && g.nodes[m].op == Op::MatMul)
+            .collect();
         match (&n.op, pl.place[v]) {
             (Op::DynamicUpdateSlice { axis }, _) => {
                 let axis = *axis;
@@ -139,13 +140,17 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
             (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
             (_, Place::Buffer) => match &n.op {
-                Op::MatMul => {
-                    b.emit(g, &pl, "matmul", 4 * sub, |e| kernels::matmul(e, v, v, sub))?
-                }
-                _ if fused_mm.is_some() => {
-                    let mm = fused_mm.unwrap_or(v);
-                    b.emit(g, &pl, "matmul", 4 * sub, |e| {
-                        kernels::matmul(e, v, mm, sub)
+                Op::MatMul => b.emit(g, &pl, "matmul", 4 * sub, |e| {
+                    kernels::matmul(e, v, &[v], sub)
+                })?,
+                _ if !fused_mm.is_empty() => {
+                    let kind = if fused_mm.len() > 1 {
+                        "dual_matmul"
+                    } else {
+                        "matmul"
+                    };
+                    b.emit(g, &pl, kind, 4 * sub, |e| {
+                        kernels::matmul(e, v, &fused_mm, sub)
                     })?
                 }
                 Op::Gather if matches!(g.nodes[n.args[0]].op, Op::Weight(_)) => {

@@ -284,7 +284,7 @@ pub fn place(g: &Graph) -> Result<Placement> {
                 Op::Unary(_) | Op::Binary(_) | Op::Compare(_) | Op::Select | Op::Cast
             )
         };
-        let mut found = None;
+        let mut found: Vec<Value> = Vec::new();
         let mut stack: Vec<Value> = g.nodes[v]
             .args
             .iter()
@@ -302,13 +302,20 @@ pub fn place(g: &Graph) -> Result<Placement> {
                         && !g.is_result(a)
                         && g.ty(a).shape == g.ty(v).shape =>
                 {
-                    found = Some(a);
+                    if !found.contains(&a) {
+                        found.push(a);
+                    }
                 }
                 _ => {}
             }
         }
-        if let Some(m) = found {
-            place[m] = Place::Fused(v);
+        // Up to two matmuls of one input (a SwiGLU's gate and up) share the kernel.
+        if let Some(&first) = found.first() {
+            let x = g.nodes[first].args[0];
+            found.retain(|&m| g.nodes[m].args[0] == x);
+            for &m in found.iter().take(2) {
+                place[m] = Place::Fused(v);
+            }
         }
     }
     for (v, n) in g.nodes.iter() {
