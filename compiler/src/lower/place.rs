@@ -300,11 +300,10 @@ pub fn place(g: &Graph) -> Result<Placement> {
                     if g.nodes[a].op == Op::MatMul
                         && users[a].len() == 1
                         && !g.is_result(a)
-                        && g.ty(a).shape == g.ty(v).shape =>
+                        && g.ty(a).shape == g.ty(v).shape
+                        && !found.contains(&a) =>
                 {
-                    if !found.contains(&a) {
-                        found.push(a);
-                    }
+                    found.push(a);
                 }
                 _ => {}
             }
