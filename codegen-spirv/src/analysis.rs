@@ -1,0 +1,141 @@
+//! Facts about a kernel the writer needs before (or while) it emits code: which built-ins and
+//! global arrays it touches, whether it synchronises the work-group, and which values a tail
+//! of a block still reads.
+//!
+//! Invariant: every function here is a pure walk of the kir tree, in statement order.
+
+use poot_kir::{Expr, Inst, Special, Val};
+use std::collections::HashSet;
+
+/// True for a subgroup operation (what the shared-memory fallback turns into barriers).
+pub(crate) fn is_sync(e: &Expr) -> bool {
+    matches!(e, Expr::SubgroupReduce(..) | Expr::ShuffleXor(..))
+}
+
+/// True when `insts` contain a subgroup operation at any depth.
+pub(crate) fn has_sync(insts: &[Inst]) -> bool {
+    insts.iter().any(inst_has_sync)
+}
+
+/// True when `i` is or contains a subgroup operation.
+pub(crate) fn inst_has_sync(i: &Inst) -> bool {
+    match i {
+        Inst::Let(_, e) => is_sync(e),
+        Inst::If { then, els, .. } => has_sync(then) || has_sync(els),
+        Inst::For { body, .. } => has_sync(body),
+        _ => false,
+    }
+}
+
+/// What a kernel uses, collected in one walk.
+#[derive(Default)]
+pub(crate) struct Features {
+    /// A kir `barrier` anywhere.
+    pub barrier: bool,
+    /// A `trap` anywhere.
+    pub trap: bool,
+    /// A subgroup operation anywhere.
+    pub sync: bool,
+    /// Thread coordinates read.
+    pub specials: HashSet<Special>,
+}
+
+impl Features {
+    /// The features of `insts`.
+    pub(crate) fn of(insts: &[Inst]) -> Features {
+        let mut f = Features::default();
+        f.walk(insts);
+        f
+    }
+
+    fn walk(&mut self, insts: &[Inst]) {
+        for i in insts {
+            match i {
+                Inst::Let(_, Expr::Special(s)) => {
+                    self.specials.insert(*s);
+                }
+                Inst::Let(_, e) => self.sync |= is_sync(e),
+                Inst::Barrier => self.barrier = true,
+                Inst::Trap(_) => self.trap = true,
+                Inst::If { then, els, .. } => {
+                    self.walk(then);
+                    self.walk(els);
+                }
+                Inst::For { body, .. } => self.walk(body),
+                Inst::Store { .. } | Inst::Atomic { .. } => {}
+            }
+        }
+    }
+}
+
+/// The values `e` reads.
+fn expr_uses(e: &Expr, out: &mut HashSet<Val>) {
+    match e {
+        Expr::Const(_) | Expr::Special(_) => {}
+        Expr::Unary(_, a)
+        | Expr::Convert(a, _)
+        | Expr::Bitcast(a, _)
+        | Expr::HalfToF32(a, _)
+        | Expr::Bf16ToF32(a, _)
+        | Expr::Load(_, a, _)
+        | Expr::Extract(a, _)
+        | Expr::SubgroupReduce(_, a)
+        | Expr::ShuffleXor(a, _) => {
+            out.insert(*a);
+        }
+        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
+            out.extend([*a, *b]);
+        }
+        Expr::Fma(a, b, c) | Expr::Select(a, b, c) => {
+            out.extend([*a, *b, *c]);
+        }
+    }
+}
+
+/// Adds every value `insts` read (at any depth, yields included) to `out`.
+pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
+    for i in insts {
+        match i {
+            Inst::Let(_, e) => expr_uses(e, out),
+            Inst::Store { index, value, .. } | Inst::Atomic { index, value, .. } => {
+                out.extend([*index, *value]);
+            }
+            Inst::Barrier | Inst::Trap(_) => {}
+            Inst::If {
+                cond,
+                then,
+                then_yield,
+                els,
+                else_yield,
+                ..
+            } => {
+                out.insert(*cond);
+                uses(then, out);
+                uses(els, out);
+                out.extend(then_yield.iter().chain(else_yield).copied());
+            }
+            Inst::For {
+                start,
+                end,
+                carried,
+                body,
+                yields,
+                ..
+            } => {
+                out.extend([*start, *end]);
+                out.extend(carried.iter().map(|c| c.init));
+                uses(body, out);
+                out.extend(yields.iter().copied());
+            }
+        }
+    }
+}
+
+/// The values a statement defines in its own block (a `let`, or an `if`'s or `for`'s results).
+pub(crate) fn defs(i: &Inst) -> Vec<Val> {
+    match i {
+        Inst::Let(v, _) => vec![*v],
+        Inst::If { results, .. } | Inst::For { results, .. } => results.clone(),
+        _ => Vec::new(),
+    }
+}

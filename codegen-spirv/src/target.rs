@@ -1,0 +1,170 @@
+//! What a Vulkan (or wgpu) device offers, as data: the renderer consults these fields instead
+//! of branching on a device name, so a new device is a new constructor.
+//!
+//! Invariant: [`SpirvTarget::check`] accepts a verified kernel only if every whole-kernel
+//! property (SPIR-V version, threads, shared bytes with the subgroup fallback's scratch,
+//! storage buffers, subgroup width) fits the target; per-instruction capabilities (f32
+//! atomics) are checked by the writer as it meets them.
+
+use crate::analysis;
+use crate::error::{Result, SpirvError};
+use poot_kir::Kernel;
+
+/// A SPIR-V target and its capabilities.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct SpirvTarget {
+    /// A name for diagnostics (`vulkan1.2`, `lavapipe`).
+    pub name: &'static str,
+    /// The SPIR-V version written in the header, `(1, 3)` to `(1, 6)`: 1.3 is the first with
+    /// subgroup operations and `StorageBuffer` in the core; from 1.4 on every global variable
+    /// is listed in the entry point's interface.
+    pub spirv_version: (u8, u8),
+    /// The device's subgroup size when it has the `basic`, `arithmetic` and `shuffle` subgroup
+    /// operations in compute shaders, and lays subgroups out over consecutive local invocation
+    /// indices (full subgroups: `VK_PIPELINE_SHADER_STAGE_CREATE_REQUIRE_FULL_SUBGROUPS_BIT`
+    /// or a fixed-size device). A kernel whose `subgroup` equals it uses the native
+    /// instructions; any other width (or `None`) uses the shared-memory fallback.
+    pub subgroup: Option<u32>,
+    /// Native f32 `add` reductions use `OpGroupNonUniformFAdd`, whose order of additions the
+    /// device chooses; `false` uses the reference device's butterfly through
+    /// `OpGroupNonUniformShuffleXor` instead, bit-exact with it and with the PTX renderer.
+    pub native_float_add: bool,
+    /// The device has 16-bit storage access (`storageBuffer16BitAccess`). This renderer reads
+    /// half-precision data as `u32` words and does not need it; recorded for the planner.
+    pub storage16: bool,
+    /// The device can add f32 atomically in storage buffers and shared memory
+    /// (`shaderBufferFloat32AtomicAdd` and `shaderSharedFloat32AtomicAdd` of
+    /// `VK_EXT_shader_atomic_float`); without it an f32 atomic add is refused.
+    pub atomic_float_add: bool,
+    /// Threads per work-group (`maxComputeWorkGroupInvocations`).
+    pub max_threads: u32,
+    /// Bytes of work-group shared memory (`maxComputeSharedMemorySize`).
+    pub max_shared: u32,
+    /// Storage buffers one compute shader may bind (`maxPerStageDescriptorStorageBuffers`).
+    pub max_storage_buffers: u32,
+}
+
+/// How a kernel's subgroup operations and `lane` are rendered on a target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SubgroupMode {
+    /// The kernel declares subgroup 1: no subgroup operations, `lane` is 0.
+    Single,
+    /// The device's subgroups are the kernel's: `GroupNonUniform*` instructions.
+    Native(u32),
+    /// Subgroups of this width emulated through a shared scratch array and barriers.
+    Fallback(u32),
+}
+
+impl SpirvTarget {
+    /// A desktop Vulkan 1.2 device with 32-wide subgroups (NVIDIA; AMD RDNA and Intel with
+    /// a required subgroup size of 32): SPIR-V 1.5, 1024 threads, 32 KiB of shared memory
+    /// (the common floor of those vendors), no f32 atomics (an extension).
+    pub const fn vulkan12() -> SpirvTarget {
+        SpirvTarget {
+            name: "vulkan1.2",
+            spirv_version: (1, 5),
+            subgroup: Some(32),
+            native_float_add: true,
+            storage16: true,
+            atomic_float_add: false,
+            max_threads: 1024,
+            max_shared: 32 * 1024,
+            max_storage_buffers: 1 << 20,
+        }
+    }
+
+    /// Mesa's lavapipe (llvmpipe's Vulkan driver) on an AVX2 host: subgroups of 8 (the
+    /// 256-bit vector width), so poot's 32-wide kernels use the shared-memory fallback;
+    /// SPIR-V 1.3, 1024 threads, 32 KiB of shared memory, f32 atomic add.
+    pub const fn lavapipe() -> SpirvTarget {
+        SpirvTarget {
+            name: "lavapipe",
+            spirv_version: (1, 3),
+            subgroup: Some(8),
+            native_float_add: true,
+            storage16: true,
+            atomic_float_add: true,
+            max_threads: 1024,
+            max_shared: 32 * 1024,
+            max_storage_buffers: 1 << 20,
+        }
+    }
+
+    /// How `k`'s subgroup operations are rendered here.
+    pub(crate) fn mode(&self, k: &Kernel) -> SubgroupMode {
+        match (k.subgroup, self.subgroup) {
+            (0 | 1, _) => SubgroupMode::Single,
+            (w, Some(n)) if w == n => SubgroupMode::Native(w),
+            (w, _) => SubgroupMode::Fallback(w),
+        }
+    }
+
+    /// True when `k`'s subgroup operations use the shared-memory fallback on this target.
+    pub fn uses_fallback(&self, k: &Kernel) -> bool {
+        matches!(self.mode(k), SubgroupMode::Fallback(_)) && analysis::has_sync(&k.body)
+    }
+
+    /// Bytes of shared memory `k` takes here: its arrays plus, with the fallback, one `u32`
+    /// of scratch per thread.
+    pub fn shared_bytes(&self, k: &Kernel) -> u64 {
+        let arrays: u64 = k.shared.iter().map(|s| 4 * u64::from(s.len.max(1))).sum();
+        let scratch = if self.uses_fallback(k) {
+            4 * u64::from(k.threads())
+        } else {
+            0
+        };
+        arrays + scratch
+    }
+
+    /// Checks the whole-kernel limits of a verified kernel.
+    pub(crate) fn check(&self, k: &Kernel) -> Result<()> {
+        let kernel = || k.name.clone();
+        let target = || self.name.to_string();
+        if !((1, 3)..=(1, 6)).contains(&self.spirv_version) {
+            let (major, minor) = self.spirv_version;
+            return Err(SpirvError::Unsupported {
+                kernel: kernel(),
+                what: format!("SPIR-V {major}.{minor} (1.3 to 1.6 are)"),
+                target: target(),
+            });
+        }
+        if k.threads() > self.max_threads {
+            return Err(SpirvError::Threads {
+                kernel: kernel(),
+                threads: k.threads(),
+                max: self.max_threads,
+                target: target(),
+            });
+        }
+        if let SubgroupMode::Fallback(w) = self.mode(k)
+            && !w.is_power_of_two()
+        {
+            return Err(SpirvError::Subgroup {
+                kernel: kernel(),
+                subgroup: w,
+                why: "is not a power of two, which the shared-memory fallback needs".into(),
+                target: target(),
+            });
+        }
+        let bytes = self.shared_bytes(k);
+        if bytes > u64::from(self.max_shared) {
+            return Err(SpirvError::Shared {
+                kernel: kernel(),
+                bytes,
+                max: self.max_shared,
+                target: target(),
+            });
+        }
+        let bindings = k.params.len() + 1;
+        if bindings > self.max_storage_buffers as usize {
+            return Err(SpirvError::Bindings {
+                kernel: kernel(),
+                params: k.params.len(),
+                bindings,
+                max: self.max_storage_buffers,
+                target: target(),
+            });
+        }
+        Ok(())
+    }
+}
