@@ -116,7 +116,13 @@ impl Module {
     }
 
     /// `OpMemberDecorate`.
-    pub(crate) fn member_decorate(&mut self, target: Word, member: u32, d: Decoration, lits: &[u32]) {
+    pub(crate) fn member_decorate(
+        &mut self,
+        target: Word,
+        member: u32,
+        d: Decoration,
+        lits: &[u32],
+    ) {
         let mut ops = vec![
             id(target),
             Operand::LiteralBit32(member),
@@ -192,7 +198,11 @@ impl Module {
         if let Some(&w) = self.types.get(&TyKey::RuntimeArray(elem)) {
             return w;
         }
-        let w = self.declare(TyKey::RuntimeArray(elem), Op::TypeRuntimeArray, vec![id(elem)]);
+        let w = self.declare(
+            TyKey::RuntimeArray(elem),
+            Op::TypeRuntimeArray,
+            vec![id(elem)],
+        );
         self.decorate(w, Decoration::ArrayStride, &[4]);
         w
     }
@@ -201,14 +211,22 @@ impl Module {
     pub(crate) fn array(&mut self, elem: Word, len: u32) -> Word {
         let u = self.scalar(Scalar::U32);
         let n = self.const32(u, len);
-        self.declare(TyKey::Array(elem, len), Op::TypeArray, vec![id(elem), id(n)])
+        self.declare(
+            TyKey::Array(elem, len),
+            Op::TypeArray,
+            vec![id(elem), id(n)],
+        )
     }
 
     /// A new `Block` struct with one member at offset 0.
     pub(crate) fn block_struct(&mut self, member: Word) -> Word {
         let w = self.fresh();
-        self.globals
-            .push(Instruction::new(Op::TypeStruct, None, Some(w), vec![id(member)]));
+        self.globals.push(Instruction::new(
+            Op::TypeStruct,
+            None,
+            Some(w),
+            vec![id(member)],
+        ));
         self.decorate(w, Decoration::Block, &[]);
         self.member_decorate(w, 0, Decoration::Offset, &[0]);
         w
@@ -220,7 +238,12 @@ impl Module {
             return w;
         }
         let w = self.fresh();
-        let inst = Instruction::new(Op::Constant, Some(ty), Some(w), vec![Operand::LiteralBit32(bits)]);
+        let inst = Instruction::new(
+            Op::Constant,
+            Some(ty),
+            Some(w),
+            vec![Operand::LiteralBit32(bits)],
+        );
         self.globals.push(inst);
         self.consts.insert((ty, bits), w);
         w
@@ -239,8 +262,13 @@ impl Module {
             return w;
         }
         let w = self.fresh();
-        let op = if b { Op::ConstantTrue } else { Op::ConstantFalse };
-        self.globals.push(Instruction::new(op, Some(t), Some(w), vec![]));
+        let op = if b {
+            Op::ConstantTrue
+        } else {
+            Op::ConstantFalse
+        };
+        self.globals
+            .push(Instruction::new(op, Some(t), Some(w), vec![]));
         self.consts.insert((t, u32::from(b)), w);
         w
     }
@@ -252,8 +280,12 @@ impl Module {
         }
         let w = self.fresh();
         let ops = parts.iter().map(|&p| id(p)).collect();
-        self.globals
-            .push(Instruction::new(Op::ConstantComposite, Some(ty), Some(w), ops));
+        self.globals.push(Instruction::new(
+            Op::ConstantComposite,
+            Some(ty),
+            Some(w),
+            ops,
+        ));
         self.composites.insert((ty, parts), w);
         w
     }
@@ -264,8 +296,12 @@ impl Module {
             return w;
         }
         let w = self.fresh();
-        self.globals
-            .push(Instruction::new(Op::ConstantNull, Some(ty), Some(w), vec![]));
+        self.globals.push(Instruction::new(
+            Op::ConstantNull,
+            Some(ty),
+            Some(w),
+            vec![],
+        ));
         self.nulls.insert(ty, w);
         w
     }
@@ -273,7 +309,12 @@ impl Module {
     /// A global variable of pointer type `ptr`.
     pub(crate) fn variable(&mut self, ptr: Word, class: StorageClass) -> Word {
         let w = self.fresh();
-        let inst = Instruction::new(Op::Variable, Some(ptr), Some(w), vec![Operand::StorageClass(class)]);
+        let inst = Instruction::new(
+            Op::Variable,
+            Some(ptr),
+            Some(w),
+            vec![Operand::StorageClass(class)],
+        );
         self.globals.push(inst);
         self.vars.push((w, class));
         w
@@ -382,7 +423,14 @@ impl Module {
         m.extensions = self
             .exts
             .iter()
-            .map(|&e| Instruction::new(Op::Extension, None, None, vec![Operand::LiteralString(e.into())]))
+            .map(|&e| {
+                Instruction::new(
+                    Op::Extension,
+                    None,
+                    None,
+                    vec![Operand::LiteralString(e.into())],
+                )
+            })
             .collect();
         if let Some(set) = self.glsl {
             let ops = vec![Operand::LiteralString("GLSL.std.450".into())];

@@ -201,20 +201,29 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
             let start = e.kb.mul(lane, lwv);
             for r in 0..rb {
                 let mk = row_base(e, r);
-                let ss = e.repeat(start, kv, sub * lw as u32, &[zero], |e, kk, s| {
-                    let at = e.kb.add(mk, kk);
+                // The row's squares, every load issued at once (K is known): one memory
+                // round trip instead of one per stride.
+                let stride = sub as usize * lw;
+                let mut partial = [zero; 2];
+                for i in 0..k.div_ceil(stride) {
+                    let off = e.u(i * stride);
+                    let kk = e.kb.add(start, off);
+                    let ok = e.kb.cmp(CmpOp::Lt, kk, kv);
+                    let last = e.u(k - lw);
+                    let kc = e.kb.bin(BinOp::Min, kk, last);
+                    let at = e.kb.add(mk, kc);
                     let xs = e.kb.load(xm, at, lw as u8);
-                    let mut acc = s[0];
                     for c in 0..lw {
                         let x1 = if lw == 1 {
                             xs
                         } else {
                             e.kb.extract(xs, c as u8)
                         };
-                        acc = e.kb.fma(x1, x1, acc);
+                        let x1 = e.kb.select(ok, x1, zero);
+                        partial[i % 2] = e.kb.fma(x1, x1, partial[i % 2]);
                     }
-                    Ok(vec![acc])
-                })?;
+                }
+                let ss = [e.kb.add(partial[0], partial[1])];
                 let total = e.kb.subgroup_reduce(ReduceOp::Add, ss[0]);
                 let kf = e.kb.f32(k as f32);
                 let ms = e.kb.bin(BinOp::Div, total, kf);
@@ -678,11 +687,16 @@ pub fn attention_partial(
     let gi = e.kb.bin(BinOp::Div, hi, perv);
     // Queries into shared memory, computed once per work-group.
     let dv = e.u(d);
-    e.repeat(lane, dv, sub, &[], |e, dd, _| {
-        let q = e.value(a.q, &[ri, ti, hi, dd])?;
-        e.kb.store(qs, dd, q);
-        Ok(vec![])
-    })?;
+    for i in 0..d.div_ceil(subn) {
+        let off = e.u(i * subn);
+        let dd = e.kb.add(lane, off);
+        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+        e.when(ok, |e| {
+            let q = e.value(a.q, &[ri, ti, hi, dd])?;
+            e.kb.store(qs, dd, q);
+            Ok(())
+        })?;
+    }
     e.kb.barrier();
     let chunk_v = e.u(chunk);
     let c0 = e.kb.mul(split, chunk_v);
