@@ -30,8 +30,10 @@
 //!   arrays (`s0`, `s1`, ..); a kernel using the subgroup fallback adds one more,
 //!   `poot_subgroup_scratch`, of one `u32` per thread ([`SpirvTarget::shared_bytes`]).
 //! - Thread coordinates are the `LocalInvocationId`, `WorkgroupId` built-ins; `lane` is
-//!   `SubgroupLocalInvocationId` natively and `LocalInvocationIndex % subgroup` with the
-//!   fallback (see `subgroup`).
+//!   `SubgroupLocalInvocationId` natively in a one-dimensional work-group, and
+//!   `LocalInvocationIndex % subgroup` with the fallback or in a work-group of more than one
+//!   dimension (naga refuses the subgroup built-in there; the target requires subgroups laid
+//!   out over consecutive indices, so both are the same lane). See `subgroup`.
 //! - Vector loads and stores of 2 or 4 lanes are that many scalar accesses of consecutive
 //!   elements, composed with `OpCompositeConstruct` / split with `OpCompositeExtract`.
 //! - Atomics are relaxed `OpAtomic*` at device scope on buffers and work-group scope on shared

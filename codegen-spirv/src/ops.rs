@@ -20,7 +20,8 @@
 //! - Accuracy of what Vulkan does not make exact (its precision table, the floor every
 //!   conformant driver meets; desktop GPUs do better): `div` and `recip` (`OpFDiv`) 2.5 ulp;
 //!   `sqrt` as `1 / inversesqrt`; `rsqrt` (`InverseSqrt`) 2 ulp; `exp` 3 + 2|x| ulp; `fma`
-//!   may round twice; add/sub/mul/conversions are correctly rounded, to nearest even on
+//!   may round twice (lavapipe does: `tests/lavapipe.rs` measures every case against the
+//!   reference device); add/sub/mul/conversions are correctly rounded, to nearest even on
 //!   every desktop GPU (Vulkan also allows round-toward-zero without float controls).
 //!   `sin`/`cos` first reduce `x` by `k = roundEven(x / 2pi)` with the two-constant
 //!   Cody-Waite step of the PTX renderer (`r = fma(k, -C2, fma(k, -C1, x))`), so the device
@@ -128,6 +129,22 @@ impl Writer<'_> {
         w
     }
 
+    /// `a || b` (`or`) or `a && b` on bools of type `t`. naga only accepts the logical
+    /// instructions on scalars, so vectors use `OpSelect`.
+    pub(crate) fn logic(&mut self, or: bool, a: Word, b: Word, t: Ty) -> Word {
+        if t.lanes == 1 {
+            let code = if or { Op::LogicalOr } else { Op::LogicalAnd };
+            return self.emit(code, t, &[a, b]);
+        }
+        if or {
+            let yes = self.konst(Const::Bool(true), t.lanes);
+            self.select(t, a, yes, b)
+        } else {
+            let no = self.konst(Const::Bool(false), t.lanes);
+            self.select(t, a, b, no)
+        }
+    }
+
     /// `OpSelect` with a condition of as many lanes as `t`.
     pub(crate) fn select(&mut self, t: Ty, c: Word, a: Word, b: Word) -> Word {
         self.emit(Op::Select, t, &[c, a, b])
@@ -198,7 +215,7 @@ impl Writer<'_> {
         let eq = self.emit(Op::FOrdEqual, bt, &[a, b]);
         let r = self.select(t, eq, z, pick);
         let (na, nb) = (self.is_nan(a, t), self.is_nan(b, t));
-        let nan = self.emit(Op::LogicalOr, bt, &[na, nb]);
+        let nan = self.logic(true, na, nb, bt);
         let q = self.cf(QNAN, t.lanes);
         self.select(t, nan, q, r)
     }
@@ -271,8 +288,8 @@ impl Writer<'_> {
             (BinOp::And, _) if int => self.emit(Op::BitwiseAnd, t, &[a, b]),
             (BinOp::Or, _) if int => self.emit(Op::BitwiseOr, t, &[a, b]),
             (BinOp::Xor, _) if int => self.emit(Op::BitwiseXor, t, &[a, b]),
-            (BinOp::And, Scalar::Bool) => self.emit(Op::LogicalAnd, t, &[a, b]),
-            (BinOp::Or, Scalar::Bool) => self.emit(Op::LogicalOr, t, &[a, b]),
+            (BinOp::And, Scalar::Bool) => self.logic(false, a, b, t),
+            (BinOp::Or, Scalar::Bool) => self.logic(true, a, b, t),
             (BinOp::Xor, Scalar::Bool) => self.emit(Op::LogicalNotEqual, t, &[a, b]),
             (BinOp::Shl | BinOp::Shr, _) if int => {
                 let k = match s {
@@ -313,8 +330,8 @@ impl Writer<'_> {
             let neg1 = self.konst(Const::I32(-1), t.lanes);
             let a_min = self.emit(Op::IEqual, bt, &[a, min]);
             let b_neg1 = self.emit(Op::IEqual, bt, &[b, neg1]);
-            let overflow = self.emit(Op::LogicalAnd, bt, &[a_min, b_neg1]);
-            avoid = self.emit(Op::LogicalOr, bt, &[by_zero, overflow]);
+            let overflow = self.logic(false, a_min, b_neg1, bt);
+            avoid = self.logic(true, by_zero, overflow, bt);
         }
         let d = self.select(t, avoid, one, b);
         let code = match (op, signed) {

@@ -2,8 +2,9 @@
 //! hoisting that keeps the fallback's barriers in work-group-uniform control flow.
 //!
 //! Native (the device's subgroups are the kernel's, `SpirvTarget::subgroup`):
-//! - integer and bool reductions are `OpGroupNonUniform{IAdd,SMax,UMax,SMin,UMin,BitwiseOr,
-//!   LogicalOr,LogicalAnd}` with `Reduce`; f32 `add` is `OpGroupNonUniformFAdd` (the device
+//! - integer reductions are `OpGroupNonUniform{IAdd,SMax,UMax,SMin,UMin,BitwiseOr}` with
+//!   `Reduce`, bool ones `UMax`/`UMin` of 1/0 (naga accepts no bool reduction but scalar
+//!   `any`/`all`); f32 `add` is `OpGroupNonUniformFAdd` (the device
 //!   picks the order) unless `native_float_add` is off; f32 `max`/`min`, and `add` when it is
 //!   off, are the reference device's butterfly (`x = x op shuffle_xor(x, m)` for
 //!   `m = w/2 .. 1`, own value first) through `OpGroupNonUniformShuffleXor`, because
@@ -91,8 +92,8 @@ impl Writer<'_> {
             Comb::SMin => self.m.glsl(Gl::SMin, ty, &[a, b]),
             Comb::UMax => self.m.glsl(Gl::UMax, ty, &[a, b]),
             Comb::UMin => self.m.glsl(Gl::UMin, ty, &[a, b]),
-            Comb::Or if t.scalar == Scalar::Bool => self.emit(Op::LogicalOr, t, &[a, b]),
-            Comb::And if t.scalar == Scalar::Bool => self.emit(Op::LogicalAnd, t, &[a, b]),
+            Comb::Or if t.scalar == Scalar::Bool => self.logic(true, a, b, t),
+            Comb::And if t.scalar == Scalar::Bool => self.logic(false, a, b, t),
             Comb::Or => self.emit(Op::BitwiseOr, t, &[a, b]),
             Comb::And => self.emit(Op::BitwiseAnd, t, &[a, b]),
         }
@@ -176,6 +177,19 @@ impl Writer<'_> {
     }
 
     fn native_reduce(&mut self, c: Comb, x: Word, t: Ty, w: u32) -> Word {
+        if t.scalar == Scalar::Bool {
+            // naga accepts no bool reductions but `any`/`all` of scalars: reduce 1/0 as u32.
+            let ut = with(t, Scalar::U32);
+            let (one, zero) = (self.cu(1, t.lanes), self.cu(0, t.lanes));
+            let n = self.select(ut, x, one, zero);
+            let c = if c == Comb::And {
+                Comb::UMin
+            } else {
+                Comb::UMax
+            };
+            let r = self.native_reduce(c, n, ut, w);
+            return self.emit(Op::INotEqual, t, &[r, zero]);
+        }
         let code = match (c, t.scalar) {
             (Comb::FAdd, _) if self.t.native_float_add => Op::GroupNonUniformFAdd,
             (Comb::FAdd | Comb::FMax | Comb::FMin, _) => {
@@ -194,8 +208,6 @@ impl Writer<'_> {
             (Comb::SMin, _) => Op::GroupNonUniformSMin,
             (Comb::UMax, _) => Op::GroupNonUniformUMax,
             (Comb::UMin, _) => Op::GroupNonUniformUMin,
-            (Comb::Or, Scalar::Bool) => Op::GroupNonUniformLogicalOr,
-            (Comb::And, Scalar::Bool) => Op::GroupNonUniformLogicalAnd,
             (Comb::Or, _) => Op::GroupNonUniformBitwiseOr,
             (Comb::And, _) => Op::GroupNonUniformBitwiseAnd,
         };
@@ -239,7 +251,7 @@ impl Writer<'_> {
     }
 
     /// A scalar as its u32 bits (bool as 1/0).
-    fn to_bits(&mut self, x: Word, s: Scalar) -> Word {
+    fn as_word(&mut self, x: Word, s: Scalar) -> Word {
         match s {
             Scalar::U32 => x,
             Scalar::Bool => {
@@ -251,7 +263,7 @@ impl Writer<'_> {
     }
 
     /// u32 bits as a scalar of type `s`.
-    fn from_bits(&mut self, u: Word, s: Scalar) -> Word {
+    fn of_word(&mut self, u: Word, s: Scalar) -> Word {
         match s {
             Scalar::U32 => u,
             Scalar::Bool => {
@@ -273,7 +285,7 @@ impl Writer<'_> {
     /// Stores this thread's bits of `x` in the scratch and waits for the work-group;
     /// returns the thread's local index.
     fn publish(&mut self, x: Word, s: Scalar) -> Word {
-        let bits = self.to_bits(x, s);
+        let bits = self.as_word(x, s);
         let me = self.local_index();
         let ptr = self.scratch_at(me);
         self.m.exec(Op::Store, vec![id(ptr), id(bits)]);
@@ -286,7 +298,7 @@ impl Writer<'_> {
         let u = self.m.scalar(Scalar::U32);
         let ptr = self.scratch_at(i);
         let bits = self.m.ids(Op::Load, u, &[ptr]);
-        self.from_bits(bits, s)
+        self.of_word(bits, s)
     }
 
     fn fallback_reduce(&mut self, c: Comb, x: Word, s: Scalar, w: u32) -> Word {
@@ -341,10 +353,14 @@ impl Writer<'_> {
         };
         let c = self.val(*cond);
         let g_then = self.and(outer, c);
-        let nc = self.emit(Op::LogicalNot, Ty::BOOL, &[c]);
-        let g_else = self.and(outer, nc);
         let ty = self.guarded_block(g_then, then, then_yield)?;
-        let ey = self.guarded_block(g_else, els, else_yield)?;
+        let ey = if els.is_empty() {
+            else_yield.iter().map(|y| self.val(*y)).collect()
+        } else {
+            let nc = self.emit(Op::LogicalNot, Ty::BOOL, &[c]);
+            let g_else = self.and(outer, nc);
+            self.guarded_block(g_else, els, else_yield)?
+        };
         for ((r, a), b) in results.iter().zip(ty).zip(ey) {
             let t = self.ty(*r);
             let cv = self.broadcast(c, Ty::BOOL, t.lanes);

@@ -32,10 +32,14 @@ pub struct SpirvTarget {
     /// The device has 16-bit storage access (`storageBuffer16BitAccess`). This renderer reads
     /// half-precision data as `u32` words and does not need it; recorded for the planner.
     pub storage16: bool,
-    /// The device can add f32 atomically in storage buffers and shared memory
-    /// (`shaderBufferFloat32AtomicAdd` and `shaderSharedFloat32AtomicAdd` of
-    /// `VK_EXT_shader_atomic_float`); without it an f32 atomic add is refused.
+    /// The device can add f32 atomically in storage buffers (`shaderBufferFloat32AtomicAdd`
+    /// of `VK_EXT_shader_atomic_float`); without it an f32 atomic add on a parameter is
+    /// refused.
     pub atomic_float_add: bool,
+    /// The same in shared memory (`shaderSharedFloat32AtomicAdd`). naga (the wgpu path)
+    /// refuses f32 atomics on work-group memory, so a target whose modules also go through
+    /// wgpu leaves this off even where the Vulkan device has it.
+    pub shared_atomic_float_add: bool,
     /// Threads per work-group (`maxComputeWorkGroupInvocations`).
     pub max_threads: u32,
     /// Bytes of work-group shared memory (`maxComputeSharedMemorySize`).
@@ -67,15 +71,18 @@ impl SpirvTarget {
             native_float_add: true,
             storage16: true,
             atomic_float_add: false,
+            shared_atomic_float_add: false,
             max_threads: 1024,
             max_shared: 32 * 1024,
             max_storage_buffers: 1 << 20,
         }
     }
 
-    /// Mesa's lavapipe (llvmpipe's Vulkan driver) on an AVX2 host: subgroups of 8 (the
-    /// 256-bit vector width), so poot's 32-wide kernels use the shared-memory fallback;
-    /// SPIR-V 1.3, 1024 threads, 32 KiB of shared memory, f32 atomic add.
+    /// Mesa's lavapipe (llvmpipe's Vulkan driver) on an AVX2 host, as `vulkaninfo` reports
+    /// it (Mesa 22.3): subgroups of 8 (the 256-bit vector width; min = max, so it cannot be
+    /// changed), so poot's 32-wide kernels use the shared-memory fallback; SPIR-V 1.3, 1024
+    /// threads, 32 KiB of shared memory, 32 storage buffers per stage, f32 atomic add on
+    /// buffers (the device has it on shared memory too; see `shared_atomic_float_add`).
     pub const fn lavapipe() -> SpirvTarget {
         SpirvTarget {
             name: "lavapipe",
@@ -84,9 +91,10 @@ impl SpirvTarget {
             native_float_add: true,
             storage16: true,
             atomic_float_add: true,
+            shared_atomic_float_add: false,
             max_threads: 1024,
             max_shared: 32 * 1024,
-            max_storage_buffers: 1 << 20,
+            max_storage_buffers: 32,
         }
     }
 

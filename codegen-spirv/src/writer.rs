@@ -105,12 +105,13 @@ impl<'a> Writer<'a> {
             w.builtins.group_id = Some(w.input(BuiltIn::WorkgroupId, 3));
         }
         let lane = uses(&[Special::Lane]);
+        let flat = k.workgroup[1..].iter().all(|&d| d == 1);
         match mode {
-            SubgroupMode::Native(_) if lane => {
+            SubgroupMode::Native(_) if lane && flat => {
                 w.m.capability(Capability::GroupNonUniform);
                 w.builtins.subgroup_lane = Some(w.input(BuiltIn::SubgroupLocalInvocationId, 1));
             }
-            SubgroupMode::Fallback(_) if lane || fallback => {
+            SubgroupMode::Native(_) | SubgroupMode::Fallback(_) if lane || fallback => {
                 w.builtins.local_index = Some(w.input(BuiltIn::LocalInvocationIndex, 1));
             }
             _ => {}
@@ -495,7 +496,12 @@ impl<'a> Writer<'a> {
     fn atomic(&mut self, op: ReduceOp, mem: Mem, index: Val, value: Val) -> Result<()> {
         let s = self.ty(value).scalar;
         let code = match (op, s) {
-            (ReduceOp::Add, Scalar::F32) if self.t.atomic_float_add => {
+            (ReduceOp::Add, Scalar::F32)
+                if match mem {
+                    Mem::Param(_) => self.t.atomic_float_add,
+                    Mem::Shared(_) => self.t.shared_atomic_float_add,
+                } =>
+            {
                 self.m.capability(Capability::AtomicFloat32AddEXT);
                 self.m.extension("SPV_EXT_shader_atomic_float_add");
                 Op::AtomicFAddEXT
@@ -562,11 +568,11 @@ impl<'a> Writer<'a> {
             Special::GroupZ => component(self, self.builtins.group_id, 2),
             Special::Lane => match self.mode {
                 SubgroupMode::Single => self.m.u32(0),
-                SubgroupMode::Native(_) => {
+                SubgroupMode::Native(_) if self.builtins.subgroup_lane.is_some() => {
                     let var = self.builtins.subgroup_lane.unwrap_or(0);
                     self.m.ids(Op::Load, u, &[var])
                 }
-                SubgroupMode::Fallback(w) => {
+                SubgroupMode::Native(w) | SubgroupMode::Fallback(w) => {
                     let i = self.local_index();
                     let mask = self.m.u32(w - 1);
                     self.m.ids(Op::BitwiseAnd, u, &[i, mask])
@@ -597,7 +603,9 @@ impl<'a> Writer<'a> {
                 return w;
             }
             let t = self.m.ty(Ty { scalar: s, lanes });
-            return self.m.ids(Op::CompositeConstruct, t, &vec![w; lanes as usize]);
+            return self
+                .m
+                .ids(Op::CompositeConstruct, t, &vec![w; lanes as usize]);
         }
         let w = match c {
             Const::Bool(b) => self.m.bool(b),

@@ -56,3 +56,19 @@ fn naga_accepts_every_case() {
         failures.join("\n")
     );
 }
+
+/// f32 atomics on shared memory render where the target allows them and pass spirv-val, but
+/// naga (the wgpu path) refuses them, which is why no built-in target turns them on.
+#[test]
+fn shared_f32_atomics_are_vulkan_only() {
+    let target = poot_codegen_spirv::SpirvTarget {
+        shared_atomic_float_add: true,
+        ..poot_codegen_spirv::SpirvTarget::lavapipe()
+    };
+    let words = render(&common::atomics_f32_shared(), &target).unwrap();
+    let naga = common::run_naga(&words).unwrap_err();
+    assert!(naga.contains("InvalidAddressSpace(WorkGroup)"), "{naga}");
+    if let Some(tool) = common::spirv_val() {
+        common::run_spirv_val(&tool, &words, "atomics_f32_shared").unwrap();
+    }
+}

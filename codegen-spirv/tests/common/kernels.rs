@@ -103,7 +103,10 @@ pub fn if_else() -> Kernel {
     let lo = b.select(lt, old, big);
     let bump = b.add(lo, big);
     b.store(out, j, bump);
-    b.store(out, i, sel);
+    // Past the pairs, so no thread stores where another loads.
+    let half = b.u32(256);
+    let si = b.add(half, i);
+    b.store(out, si, sel);
     b.store(codes, i, r[1]);
     b.finish()
 }
@@ -165,46 +168,77 @@ pub fn shared_reduce() -> Kernel {
     b.finish()
 }
 
-/// Every integer atomic, on global and shared memory, and a shared array read back after them.
+/// Every integer atomic, on global and shared memory (zeroed first: it starts undefined on
+/// GPUs, zero on the reference device), and a shared array read back after them. Each
+/// operator has its own elements, so the result does not depend on how threads interleave.
 pub fn atomics() -> Kernel {
     let mut b = KernelBuilder::new("atomics", [128, 1, 1], 1);
     let i = b.param("acci", Scalar::I32, Access::ReadWrite);
     let u = b.param("accu", Scalar::U32, Access::Write);
-    let si = b.shared(Scalar::I32, 4);
-    let su = b.shared(Scalar::U32, 4);
+    let si = b.shared(Scalar::I32, 8);
+    let su = b.shared(Scalar::U32, 8);
     let t = b.special(Special::LocalX);
     let three = b.u32(3);
     let slot = b.bin(BinOp::And, t, three);
+    let eight = b.u32(8);
+    let first = b.cmp(CmpOp::Lt, t, eight);
+    b.if_then(first, |b| {
+        let (zi, zu) = (b.i32(0), b.u32(0));
+        b.store(si, t, zi);
+        b.store(su, t, zu);
+    });
+    b.barrier();
     let ti = b.bitcast(t, Scalar::I32);
     let neg = b.un(UnOp::Neg, ti);
+    let four = b.u32(4);
+    let mut at = slot;
     for op in [ReduceOp::Add, ReduceOp::Max, ReduceOp::Min, ReduceOp::Or] {
-        b.atomic(op, i, slot, neg);
-        b.atomic(op, u, slot, t);
+        b.atomic(op, i, at, neg);
+        b.atomic(op, u, at, t);
+        at = b.add(at, four);
     }
+    let s4 = b.add(slot, four);
     b.atomic(ReduceOp::Min, si, slot, neg);
-    b.atomic(ReduceOp::Add, si, slot, neg);
+    b.atomic(ReduceOp::Add, si, s4, neg);
     b.atomic(ReduceOp::Max, su, slot, t);
-    b.atomic(ReduceOp::Or, su, slot, t);
+    b.atomic(ReduceOp::Or, su, s4, t);
     b.barrier();
-    let v = b.load(si, slot, 1);
-    b.atomic(ReduceOp::Max, i, slot, v);
+    let v = b.load(si, s4, 1);
+    b.atomic(ReduceOp::Max, i, at, v);
     b.finish()
 }
 
-/// f32 atomic add on global and shared memory (targets with `atomic_float_add` only).
+/// f32 atomic add on a parameter read back after a barrier (targets with
+/// `atomic_float_add` only).
 pub fn atomics_f32() -> Kernel {
     let mut b = KernelBuilder::new("atomics_f32", [128, 1, 1], 1);
     let f = b.param("accf", Scalar::F32, Access::ReadWrite);
-    let sf = b.shared(Scalar::F32, 4);
     let t = b.special(Special::LocalX);
     let three = b.u32(3);
     let slot = b.bin(BinOp::And, t, three);
     let tf = b.convert(t, Scalar::F32);
     b.atomic(ReduceOp::Add, f, slot, tf);
+    b.barrier();
+    let v = b.load(f, slot, 1);
+    let four = b.u32(4);
+    let next = b.add(slot, four);
+    b.atomic(ReduceOp::Add, f, next, v);
+    b.finish()
+}
+
+/// f32 atomic add on shared memory (targets with `shared_atomic_float_add` only).
+pub fn atomics_f32_shared() -> Kernel {
+    let mut b = KernelBuilder::new("atomics_f32_shared", [128, 1, 1], 1);
+    let f = b.param("out", Scalar::F32, Access::Write);
+    let sf = b.shared(Scalar::F32, 4);
+    let t = b.special(Special::LocalX);
+    let three = b.u32(3);
+    let slot = b.bin(BinOp::And, t, three);
+    let tf = b.convert(t, Scalar::F32);
     b.atomic(ReduceOp::Add, sf, slot, tf);
     b.barrier();
     let v = b.load(sf, slot, 1);
-    b.atomic(ReduceOp::Add, f, slot, v);
+    b.store(f, t, v);
     b.finish()
 }
 

@@ -6,6 +6,7 @@
 
 mod kernels;
 
+#[allow(unused_imports)]
 pub use kernels::*;
 
 use poot_codegen_spirv::SpirvTarget;

@@ -613,8 +613,9 @@ pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
     Ok(launch([1, 1, 1], 4 * n))
 }
 
-/// Cache positions each lane of the attention kernel covers per split.
-const ATT_CHUNK_PER_LANE: usize = 4;
+/// Cache positions each lane of the attention kernel covers per split (one: short splits keep
+/// the dependent memory round trips per kernel few; the combine reads all splits at once).
+const ATT_CHUNK_PER_LANE: usize = 1;
 
 /// The dot product of `d` values of shared `q` with `d` values of `k` at word `kbase`, in
 /// 4-lane loads when `d` is a multiple of 4, with four accumulators combined as
