@@ -16,7 +16,7 @@
 
 use crate::error::{PtxError, Result};
 use crate::target::PtxTarget;
-use poot_kir::{Access, Carried, Expr, Inst, Kernel, Mem, ReduceOp, Scalar, Ty, Val};
+use poot_kir::{Access, Carried, Inst, Kernel, Mem, ReduceOp, Scalar, Ty, Val};
 use std::collections::HashMap;
 use std::fmt::{self, Write};
 
@@ -230,11 +230,11 @@ impl<'a> Writer<'a> {
     fn inst(&mut self, i: &Inst) -> Result<()> {
         match i {
             Inst::Let(v, e) => {
-                emit!(self, "// {v} = {} : {}", describe(e), self.ty(*v));
+                emit!(self, "// {v} = {} : {}", poot_kir::expr_text(e), self.ty(*v));
                 self.expr(*v, e)
             }
             Inst::Store { mem, index, value } => {
-                emit!(self, "// store {}[{index}] = {value}", mem_name(*mem));
+                emit!(self, "// store {}[{index}] = {value}", poot_kir::mem_text(*mem));
                 let lanes = self.ty(*value).lanes;
                 let (space, addr) = self.address(*mem, *index);
                 let elem = mem_ty(self.ty(*value).scalar);
@@ -256,7 +256,7 @@ impl<'a> Writer<'a> {
                     self,
                     "// atomic_{} {}[{index}], {value}",
                     op.name(),
-                    mem_name(*mem)
+                    poot_kir::mem_text(*mem)
                 );
                 self.atomic(*op, *mem, *index, *value)
             }
@@ -462,7 +462,7 @@ impl<'a> Writer<'a> {
                 return Err(self.unsupported(format!(
                     "atomic {} of {value} on {s} memory {}",
                     op.name(),
-                    mem_name(mem)
+                    poot_kir::mem_text(mem)
                 )));
             }
         };
@@ -506,30 +506,3 @@ fn arrow(results: &[Val]) -> String {
     }
 }
 
-fn mem_name(m: Mem) -> String {
-    match m {
-        Mem::Param(i) => format!("p{i}"),
-        Mem::Shared(i) => format!("s{i}"),
-    }
-}
-
-/// A kir expression as a one-line comment.
-fn describe(e: &Expr) -> String {
-    match e {
-        Expr::Const(c) => format!("const {c}"),
-        Expr::Special(s) => s.name().to_string(),
-        Expr::Unary(op, a) => format!("{} {a}", op.name()),
-        Expr::Binary(op, a, b) => format!("{} {a}, {b}", op.name()),
-        Expr::Fma(a, b, c) => format!("fma {a}, {b}, {c}"),
-        Expr::Cmp(op, a, b) => format!("{} {a}, {b}", op.name()),
-        Expr::Select(c, a, b) => format!("select {c}, {a}, {b}"),
-        Expr::Convert(a, s) => format!("convert {a} to {s}"),
-        Expr::Bitcast(a, s) => format!("bitcast {a} to {s}"),
-        Expr::HalfToF32(a, hi) => format!("f16_to_f32 {a}{}", if *hi { " high" } else { "" }),
-        Expr::Bf16ToF32(a, hi) => format!("bf16_to_f32 {a}{}", if *hi { " high" } else { "" }),
-        Expr::Load(m, i, n) => format!("load {}[{i}] x{n}", mem_name(*m)),
-        Expr::Extract(v, l) => format!("extract {v}.{l}"),
-        Expr::SubgroupReduce(op, a) => format!("subgroup_{} {a}", op.name()),
-        Expr::ShuffleXor(a, m) => format!("shuffle_xor {a}, {m}"),
-    }
-}

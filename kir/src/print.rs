@@ -3,7 +3,8 @@
 use crate::kernel::{Access, Expr, Inst, Kernel, Mem};
 use std::fmt::Write;
 
-fn mem(m: Mem) -> String {
+/// The text of a memory reference: `p3` (parameter) or `s1` (shared array).
+pub fn mem_text(m: Mem) -> String {
     match m {
         Mem::Param(i) => format!("p{i}"),
         Mem::Shared(i) => format!("s{i}"),
@@ -17,7 +18,8 @@ fn list(vs: &[crate::Val]) -> String {
         .join(", ")
 }
 
-fn expr(e: &Expr) -> String {
+/// One expression in text form (`add %3, %4`), as `print` writes it.
+pub fn expr_text(e: &Expr) -> String {
     match e {
         Expr::Const(c) => format!("const {c}"),
         Expr::Special(s) => s.name().to_string(),
@@ -30,7 +32,7 @@ fn expr(e: &Expr) -> String {
         Expr::Bitcast(a, s) => format!("bitcast {a} to {s}"),
         Expr::HalfToF32(a, hi) => format!("f16_to_f32 {a}{}", if *hi { " high" } else { "" }),
         Expr::Bf16ToF32(a, hi) => format!("bf16_to_f32 {a}{}", if *hi { " high" } else { "" }),
-        Expr::Load(m, i, n) => format!("load {}[{i}] x{n}", mem(*m)),
+        Expr::Load(m, i, n) => format!("load {}[{i}] x{n}", mem_text(*m)),
         Expr::Extract(v, l) => format!("extract {v}.{l}"),
         Expr::SubgroupReduce(op, a) => format!("subgroup_{} {a}", op.name()),
         Expr::ShuffleXor(a, m) => format!("shuffle_xor {a}, {m}"),
@@ -41,12 +43,12 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
     let pad = "  ".repeat(depth);
     for i in insts {
         match i {
-            Inst::Let(v, e) => writeln!(out, "{pad}{v} = {} : {}", expr(e), k.types[*v]),
+            Inst::Let(v, e) => writeln!(out, "{pad}{v} = {} : {}", expr_text(e), k.types[*v]),
             Inst::Store {
                 mem: m,
                 index,
                 value,
-            } => writeln!(out, "{pad}store {}[{index}] = {value}", mem(*m)),
+            } => writeln!(out, "{pad}store {}[{index}] = {value}", mem_text(*m)),
             Inst::Atomic {
                 op,
                 mem: m,
@@ -57,7 +59,7 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
                     out,
                     "{pad}atomic_{} {}[{index}], {value}",
                     op.name(),
-                    mem(*m)
+                    mem_text(*m)
                 )
             }
             Inst::Barrier => writeln!(out, "{pad}barrier"),
