@@ -230,11 +230,20 @@ impl<'a> Writer<'a> {
     fn inst(&mut self, i: &Inst) -> Result<()> {
         match i {
             Inst::Let(v, e) => {
-                emit!(self, "// {v} = {} : {}", poot_kir::expr_text(e), self.ty(*v));
+                emit!(
+                    self,
+                    "// {v} = {} : {}",
+                    poot_kir::expr_text(e),
+                    self.ty(*v)
+                );
                 self.expr(*v, e)
             }
             Inst::Store { mem, index, value } => {
-                emit!(self, "// store {}[{index}] = {value}", poot_kir::mem_text(*mem));
+                emit!(
+                    self,
+                    "// store {}[{index}] = {value}",
+                    poot_kir::mem_text(*mem)
+                );
                 let lanes = self.ty(*value).lanes;
                 let (space, addr) = self.address(*mem, *index);
                 let elem = mem_ty(self.ty(*value).scalar);
@@ -505,4 +514,3 @@ fn arrow(results: &[Val]) -> String {
         format!(" -> [{}]", list(results))
     }
 }
-

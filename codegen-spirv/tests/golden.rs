@@ -7,8 +7,7 @@
 mod common;
 
 use poot_codegen_spirv::{disassemble, render};
-use poot_kir::{Expr, Inst, Kernel};
-use std::collections::BTreeSet;
+use poot_kir::Kernel;
 
 #[test]
 fn goldens() {
@@ -64,129 +63,9 @@ fn fallback_only_where_the_widths_differ() {
     }
 }
 
-fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
-    for i in insts {
-        let name = match i {
-            Inst::Let(_, e) => {
-                let (kind, op) = match e {
-                    Expr::Const(_) => ("Const", String::new()),
-                    Expr::Special(s) => ("Special", s.name().to_string()),
-                    Expr::Unary(op, _) => ("Unary", op.name().to_string()),
-                    Expr::Binary(op, _, _) => ("Binary", op.name().to_string()),
-                    Expr::Fma(..) => ("Fma", String::new()),
-                    Expr::Cmp(op, _, _) => ("Cmp", op.name().to_string()),
-                    Expr::Select(..) => ("Select", String::new()),
-                    Expr::Convert(..) => ("Convert", String::new()),
-                    Expr::Bitcast(..) => ("Bitcast", String::new()),
-                    Expr::HalfToF32(_, hi) => ("HalfToF32", hi.to_string()),
-                    Expr::Bf16ToF32(_, hi) => ("Bf16ToF32", hi.to_string()),
-                    Expr::Load(_, _, n) => ("Load", n.to_string()),
-                    Expr::Extract(..) => ("Extract", String::new()),
-                    Expr::SubgroupReduce(op, _) => ("SubgroupReduce", op.name().to_string()),
-                    Expr::ShuffleXor(..) => ("ShuffleXor", String::new()),
-                };
-                seen.insert(kind.to_string());
-                if !op.is_empty() {
-                    seen.insert(format!("{kind}.{op}"));
-                }
-                "Let"
-            }
-            Inst::Store { .. } => "Store",
-            Inst::Atomic { op, .. } => {
-                seen.insert(format!("Atomic.{}", op.name()));
-                "Atomic"
-            }
-            Inst::Barrier => "Barrier",
-            Inst::If { then, els, .. } => {
-                walk(then, seen);
-                walk(els, seen);
-                "If"
-            }
-            Inst::For { body, .. } => {
-                walk(body, seen);
-                "For"
-            }
-            Inst::Trap(_) => "Trap",
-        };
-        seen.insert(name.to_string());
-    }
-}
-
 #[test]
 fn cases_cover_kir() {
-    let mut seen = BTreeSet::new();
     let kernels: Vec<Kernel> = common::cases().into_iter().map(|(_, k)| k).collect();
-    for k in &kernels {
-        walk(&k.body, &mut seen);
-    }
-    let mut want: Vec<String> = [
-        "Let",
-        "Store",
-        "Atomic",
-        "Barrier",
-        "If",
-        "For",
-        "Trap",
-        "Const",
-        "Special",
-        "Unary",
-        "Binary",
-        "Fma",
-        "Cmp",
-        "Select",
-        "Convert",
-        "Bitcast",
-        "HalfToF32",
-        "Bf16ToF32",
-        "Load",
-        "Extract",
-        "SubgroupReduce",
-        "ShuffleXor",
-    ]
-    .map(String::from)
-    .to_vec();
-    let ops = |kind: &str, names: &[&str]| -> Vec<String> {
-        names.iter().map(|n| format!("{kind}.{n}")).collect()
-    };
-    want.extend(ops(
-        "Special",
-        &[
-            "local_id.x",
-            "local_id.y",
-            "group_id.x",
-            "group_id.y",
-            "group_id.z",
-            "lane",
-        ],
-    ));
-    want.extend(ops(
-        "Unary",
-        &[
-            "neg",
-            "not",
-            "exp",
-            "sqrt",
-            "rsqrt",
-            "recip",
-            "sin",
-            "cos",
-            "abs",
-            "is_finite",
-            "is_nan",
-        ],
-    ));
-    want.extend(ops(
-        "Binary",
-        &[
-            "add", "sub", "mul", "div", "rem", "min", "max", "and", "or", "xor", "shl", "shr",
-        ],
-    ));
-    want.extend(ops("Cmp", &["lt", "le", "eq", "ne", "gt", "ge"]));
-    want.extend(ops("SubgroupReduce", &["add", "max", "min", "or"]));
-    want.extend(ops("Atomic", &["add", "max", "min", "or"]));
-    want.extend(ops("HalfToF32", &["false", "true"]));
-    want.extend(ops("Bf16ToF32", &["false", "true"]));
-    want.extend(ops("Load", &["1", "2", "4"]));
-    let missing: Vec<&String> = want.iter().filter(|w| !seen.contains(*w)).collect();
+    let missing = poot_kir::conformance::missing_coverage(&kernels);
     assert!(missing.is_empty(), "not covered: {missing:?}");
 }

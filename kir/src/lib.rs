@@ -13,6 +13,8 @@
 #![deny(missing_docs)]
 
 mod builder;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 mod kernel;
 mod print;
 mod types;

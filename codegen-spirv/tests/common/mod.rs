@@ -1,13 +1,11 @@
-//! Shared by the SPIR-V tests: the kernel cases (`kernels`), the targets, and the two
+//! Shared by the SPIR-V tests: the conformance kernels (`poot_kir::conformance`), the targets, and the two
 //! validators every rendered module must pass: Khronos' `spirv-val` (the Vulkan path) and
 //! naga's SPIR-V front end plus validator (the wgpu path).
 
 #![allow(dead_code)]
 
-mod kernels;
-
 #[allow(unused_imports)]
-pub use kernels::*;
+pub use poot_kir::conformance::*;
 
 use poot_codegen_spirv::SpirvTarget;
 use std::path::PathBuf;

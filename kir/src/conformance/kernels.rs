@@ -1,10 +1,10 @@
-//! The kernels every SPIR-V test renders: together they use every kir expression, statement,
-//! operator and special value (checked by `golden::cases_cover_kir`). The first ones follow the
-//! PTX renderer's cases; the `subgroup_*` and `trap_*` ones exercise what only SPIR-V needs
-//! (the shared-memory subgroup fallback and its hoisting out of branches, traps beside
-//! barriers).
+//! The conformance kernels: together they use every kir expression, statement, operator and
+//! special value (`missing_coverage` checks it). The `subgroup_*` and `trap_*` cases exercise
+//! what renderers without native subgroups or traps need (a shared-memory subgroup fallback and
+//! its hoisting out of branches, traps beside barriers). Every kernel is race-free, so any
+//! backend can run it and compare with the reference device.
 
-use poot_kir::{Access, BinOp, CmpOp, Kernel, KernelBuilder, Mem, ReduceOp, Scalar, Special, UnOp};
+use crate::{Access, BinOp, CmpOp, Kernel, KernelBuilder, Mem, ReduceOp, Scalar, Special, UnOp};
 
 /// Every case, by snapshot name.
 pub fn cases() -> Vec<(&'static str, Kernel)> {
@@ -251,10 +251,10 @@ pub fn conversions() -> Kernel {
     let ou = b.param("out_u32", Scalar::U32, Access::Write);
     let t = b.special(Special::LocalX);
     let w = b.load(packed, t, 1);
-    let h0 = b.expr(poot_kir::Expr::HalfToF32(w, false));
-    let h1 = b.expr(poot_kir::Expr::HalfToF32(w, true));
-    let b0 = b.expr(poot_kir::Expr::Bf16ToF32(w, false));
-    let b1 = b.expr(poot_kir::Expr::Bf16ToF32(w, true));
+    let h0 = b.expr(crate::Expr::HalfToF32(w, false));
+    let h1 = b.expr(crate::Expr::HalfToF32(w, true));
+    let b0 = b.expr(crate::Expr::Bf16ToF32(w, false));
+    let b1 = b.expr(crate::Expr::Bf16ToF32(w, true));
     let hs = b.add(h0, h1);
     let bs = b.add(b0, b1);
     let f = b.add(hs, bs);
@@ -525,12 +525,12 @@ pub fn subgroup_ops() -> Kernel {
     let any2 = b.subgroup_reduce(ReduceOp::Max, pos);
     let all = b.subgroup_reduce(ReduceOp::Min, pos);
     let pr = b.subgroup_reduce(ReduceOp::Add, pair);
-    let sf = b.expr(poot_kir::Expr::ShuffleXor(f, 1));
-    let ssu = b.expr(poot_kir::Expr::ShuffleXor(su, 16));
-    let sp = b.expr(poot_kir::Expr::ShuffleXor(pos, 2));
-    let spair = b.expr(poot_kir::Expr::ShuffleXor(pr, 31));
+    let sf = b.expr(crate::Expr::ShuffleXor(f, 1));
+    let ssu = b.expr(crate::Expr::ShuffleXor(su, 16));
+    let sp = b.expr(crate::Expr::ShuffleXor(pos, 2));
+    let spair = b.expr(crate::Expr::ShuffleXor(pr, 31));
     // Outside the warp: every lane keeps its own value.
-    let own = b.expr(poot_kir::Expr::ShuffleXor(spair, 32));
+    let own = b.expr(crate::Expr::ShuffleXor(spair, 32));
     let a = b.bin(BinOp::And, any, all);
     let a = b.bin(BinOp::Or, a, any2);
     let a = b.bin(BinOp::And, a, sp);
@@ -586,7 +586,7 @@ pub fn subgroup_guarded() -> Kernel {
             });
             let s = b.subgroup_reduce(ReduceOp::Add, acc[0]);
             let m = b.subgroup_reduce(ReduceOp::Max, acc[0]);
-            let t = b.expr(poot_kir::Expr::ShuffleXor(s, 1));
+            let t = b.expr(crate::Expr::ShuffleXor(s, 1));
             let z = b.u32(0);
             let first = b.cmp(CmpOp::Eq, lane, z);
             b.if_then(first, |b| {
@@ -655,7 +655,7 @@ pub fn trap_barrier() -> Kernel {
 pub fn unary_kernel(
     name: &str,
     elem: Scalar,
-    f: impl FnOnce(&mut KernelBuilder, poot_kir::Val) -> Option<poot_kir::Val>,
+    f: impl FnOnce(&mut KernelBuilder, crate::Val) -> Option<crate::Val>,
 ) -> Kernel {
     let mut b = KernelBuilder::new(name, [32, 1, 1], 32);
     let x = b.param("x", elem, Access::ReadWrite);
