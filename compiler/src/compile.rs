@@ -44,9 +44,11 @@ fn render(target: Target, k: &poot_kir::Kernel) -> Result<Vec<u8>> {
                 .map(String::into_bytes)
                 .map_err(|e| CompileError::Lower(e.to_string()))
         }
-        Target::Spirv => Err(CompileError::Lower(
-            "the SPIR-V target is not built yet".into(),
-        )),
+        Target::Spirv => {
+            poot_codegen_spirv::render(k, &poot_codegen_spirv::SpirvTarget::vulkan12())
+                .map(|words| words.iter().flat_map(|w| w.to_le_bytes()).collect())
+                .map_err(|e| CompileError::Lower(e.to_string()))
+        }
     }
 }
 

@@ -33,7 +33,7 @@ struct Cli {
 struct CompileArgs {
     /// A GGUF file, or a folder with config.json + model.safetensors + tokenizer.json.
     model: Option<PathBuf>,
-    /// Targets, comma-separated: ptx (sm_90), ptx-sm80, ptx-sm90, reference.
+    /// Targets, comma-separated: ptx (sm_90), ptx-sm80, ptx-sm90, spirv (Vulkan 1.2), reference.
     #[arg(long, default_value = "ptx,reference")]
     target: String,
     /// Output bundle.
