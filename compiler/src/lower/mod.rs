@@ -5,6 +5,7 @@
 //! dispatch runs after every producer it reads; identical kernels (same text) are shared;
 //! every emitted kernel passes `poot_kir::verify`.
 
+mod attention;
 mod expr;
 mod kernels;
 mod merge;
@@ -177,12 +178,12 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                         .ok_or_else(|| unsupported(g, v, "attention"))?;
                     let mut splits = 0;
                     b.emit(g, &pl, "attention", sub, |e| {
-                        let (l, s) = kernels::attention_partial(e, v, &a, sub)?;
+                        let (l, s) = attention::attention_partial(e, v, &a, sub)?;
                         splits = s;
                         Ok(l)
                     })?;
                     b.emit(g, &pl, "attention_combine", sub, |e| {
-                        kernels::attention_combine(e, v, splits, sub)
+                        attention::attention_combine(e, v, splits, sub)
                     })?
                 }
                 Op::Unary(_)

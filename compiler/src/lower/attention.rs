@@ -1,0 +1,304 @@
+//! The attention kernels: scores, masked softmax and the weighted sum of values, split over
+//! the cache, and the combine of the splits.
+//!
+//! Invariants: one subgroup per work-group; a split covers one position per lane; a position
+//! the mask hides skips its key and value reads, and the weighted sum runs over the split's
+//! visible prefix only, so a step reads the K/V its position needs, not the whole cache; the
+//! combine weighs each split by `exp(m_split - m)` with every split's record loaded at once.
+
+use super::expr::{Buf, Emit};
+use super::kernels::{Launch, launch};
+use crate::Result;
+use poot_ir::Value;
+use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
+
+/// Cache positions each lane of the attention kernel covers per split (one: short splits keep
+/// the dependent memory round trips per kernel few; the combine reads all splits at once).
+const ATT_CHUNK_PER_LANE: usize = 1;
+
+/// The dot product of `d` values of shared `q` with `d` values of `k` at word `kbase`, in
+/// 4-lane loads when `d` is a multiple of 4, with four accumulators combined as
+/// `(a0 + a1) + (a2 + a3)`; the loads are independent, so they are issued back to back.
+fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usize) -> Val {
+    let zero = e.kb.f32(0.0);
+    let mut acc = [zero; 4];
+    if d.is_multiple_of(4) {
+        for i in 0..d / 4 {
+            let o = e.u(4 * i);
+            let qv = e.kb.load(qs, o, 4);
+            let at = e.kb.add(kbase, o);
+            let kv = e.kb.load(km, at, 4);
+            for (c, a) in acc.iter_mut().enumerate() {
+                let x = e.kb.extract(qv, c as u8);
+                let y = e.kb.extract(kv, c as u8);
+                *a = e.kb.fma(x, y, *a);
+            }
+        }
+    } else {
+        for i in 0..d {
+            let o = e.u(i);
+            let x = e.kb.load(qs, o, 1);
+            let at = e.kb.add(kbase, o);
+            let y = e.kb.load(km, at, 1);
+            acc[i % 4] = e.kb.fma(x, y, acc[i % 4]);
+        }
+    }
+    let l = e.kb.add(acc[0], acc[1]);
+    let r = e.kb.add(acc[2], acc[3]);
+    e.kb.add(l, r)
+}
+
+/// Attention, split over the cache: the first kernel computes, per (row, token, head) and
+/// per chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
+/// output; the second combines the chunks. Scores are lane-per-position (a hidden position
+/// skips its key reads); the weighted sum of values is lane-per-dimension over the chunk's
+/// visible prefix only, so a step reads the K/V its position needs, not the whole cache.
+/// One subgroup per work-group.
+pub fn attention_partial(
+    e: &mut Emit,
+    root: Value,
+    a: &super::place::Attention,
+    sub: u32,
+) -> Result<(Launch, usize)> {
+    let g = e.g;
+    let qd = g.ty(a.q).shape.0.clone();
+    let kd = g.ty(a.k).shape.0.clone();
+    let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
+    let (c, groups) = (kd[1], kd[2]);
+    let per = h / groups;
+    let subn = sub as usize;
+    let chunk = subn * ATT_CHUNK_PER_LANE;
+    let splits = c.div_ceil(chunk);
+    let km = e.buffer(a.k, Access::Read)?;
+    let vm = e.buffer(a.v, Access::Read)?;
+    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Write);
+    let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
+    let ps = e.kb.shared(Scalar::F32, chunk as u32);
+    let rth = e.kb.special(Special::GroupX);
+    let split = e.kb.special(Special::GroupY);
+    let lane = e.kb.special(Special::LocalX);
+    let hv = e.u(h);
+    let th = e.u(t * h);
+    let ri = e.kb.bin(BinOp::Div, rth, th);
+    let rem = e.kb.bin(BinOp::Rem, rth, th);
+    let ti = e.kb.bin(BinOp::Div, rem, hv);
+    let hi = e.kb.bin(BinOp::Rem, rem, hv);
+    let perv = e.u(per);
+    let gi = e.kb.bin(BinOp::Div, hi, perv);
+    // Queries into shared memory, computed once per work-group.
+    let dv = e.u(d);
+    for i in 0..d.div_ceil(subn) {
+        let off = e.u(i * subn);
+        let dd = e.kb.add(lane, off);
+        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+        e.when(ok, |e| {
+            let q = e.value(a.q, &[ri, ti, hi, dd])?;
+            e.kb.store(qs, dd, q);
+            Ok(())
+        })?;
+    }
+    e.kb.barrier();
+    let chunk_v = e.u(chunk);
+    let c0 = e.kb.mul(split, chunk_v);
+    let scale = e.kb.f32(a.scale);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let cv = e.u(c);
+    let gv = e.u(groups);
+    let zero_u = e.u(0);
+    let row_of = |e: &mut Emit, ci: Val| {
+        let x = e.kb.mul(ri, cv);
+        let x = e.kb.add(x, ci);
+        let x = e.kb.mul(x, gv);
+        let x = e.kb.add(x, gi);
+        e.kb.mul(x, dv)
+    };
+    let mut scores = Vec::with_capacity(ATT_CHUNK_PER_LANE);
+    let mut end = zero_u;
+    for j in 0..ATT_CHUNK_PER_LANE {
+        let off = e.u(j * subn);
+        let cc = e.kb.add(c0, off);
+        let cc = e.kb.add(cc, lane);
+        let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
+        let last = e.u(c - 1);
+        let ci = e.kb.bin(BinOp::Min, cc, last);
+        let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
+        let visible = e.value(a.mask, &mi)?;
+        let live = e.kb.bin(BinOp::And, inside, visible);
+        let sc = e.branch(
+            live,
+            |e| {
+                let kbase = row_of(e, ci);
+                let dot = dot_q(e, qs, km, kbase, d);
+                Ok(vec![e.kb.mul(dot, scale)])
+            },
+            |_| Ok(vec![ninf]),
+        )?;
+        scores.push(sc[0]);
+        let one = e.u(1);
+        let next = e.kb.add(cc, one);
+        let mine = e.kb.select(live, next, zero_u);
+        end = e.kb.bin(BinOp::Max, end, mine);
+    }
+    let mut m = ninf;
+    for &sc in &scores {
+        m = e.kb.bin(BinOp::Max, m, sc);
+    }
+    let m = e.kb.subgroup_reduce(ReduceOp::Max, m);
+    let end = e.kb.subgroup_reduce(ReduceOp::Max, end);
+    let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
+    let zero = e.kb.f32(0.0);
+    let safe_m = e.kb.select(empty, zero, m);
+    let mut l = zero;
+    for (j, &sc) in scores.iter().enumerate() {
+        let x = e.kb.sub(sc, safe_m);
+        let p = e.kb.un(UnOp::Exp, x);
+        l = e.kb.add(l, p);
+        let off = e.u(j * subn);
+        let at = e.kb.add(off, lane);
+        e.kb.store(ps, at, p);
+    }
+    let l = e.kb.subgroup_reduce(ReduceOp::Add, l);
+    e.kb.barrier();
+    let rec = d + 2;
+    let recv = e.u(rec);
+    let splits_v = e.u(splits);
+    let slot = e.kb.mul(rth, splits_v);
+    let slot = e.kb.add(slot, split);
+    let pbase = e.kb.mul(slot, recv);
+    let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+    e.when(first, |e| {
+        e.kb.store(part, pbase, m);
+        let one = e.u(1);
+        let at = e.kb.add(pbase, one);
+        e.kb.store(part, at, l);
+        Ok(())
+    })?;
+    // Visible positions of this chunk: c0 .. end (a prefix for a causal mask).
+    let has = e.kb.cmp(CmpOp::Gt, end, c0);
+    let span = e.kb.sub(end, c0);
+    let count = e.kb.select(has, span, zero_u);
+    let last = e.u(c - 1);
+    // Lane-per-dimension weighted sum: two consecutive dimensions per lane (2-lane loads)
+    // when the head splits evenly, 32 positions per iteration with every load issued before
+    // the multiply-adds (a chunk is at most four iterations).
+    let w = if d % (2 * subn) == 0 { 2 } else { 1 };
+    let unroll = 32;
+    let wv = e.u(w);
+    let dstart = e.kb.mul(lane, wv);
+    e.repeat(dstart, dv, sub * w as u32, &[], |e, dd, _| {
+        let acc = e.repeat(
+            zero_u,
+            count,
+            unroll as u32,
+            &vec![zero; 2 * w],
+            |e, q0, acc| {
+                let mut loads = Vec::with_capacity(unroll);
+                for u in 0..unroll {
+                    let uo = e.u(u);
+                    let qi = e.kb.add(q0, uo);
+                    let ok = e.kb.cmp(CmpOp::Lt, qi, count);
+                    let last_p = e.u(chunk - 1);
+                    let pi = e.kb.bin(BinOp::Min, qi, last_p);
+                    let p = e.kb.load(ps, pi, 1);
+                    let p = e.kb.select(ok, p, zero);
+                    let cc = e.kb.add(c0, pi);
+                    let ci = e.kb.bin(BinOp::Min, cc, last);
+                    let vb = row_of(e, ci);
+                    let at = e.kb.add(vb, dd);
+                    let vv = e.kb.load(vm, at, w as u8);
+                    loads.push((p, vv));
+                }
+                let mut next = acc.to_vec();
+                for (u, (p, vv)) in loads.into_iter().enumerate() {
+                    for comp in 0..w {
+                        let x = if w == 1 {
+                            vv
+                        } else {
+                            e.kb.extract(vv, comp as u8)
+                        };
+                        let slot = 2 * comp + u % 2;
+                        next[slot] = e.kb.fma(p, x, next[slot]);
+                    }
+                }
+                Ok(next)
+            },
+        )?;
+        for comp in 0..w {
+            let o = e.kb.add(acc[2 * comp], acc[2 * comp + 1]);
+            let off = e.u(2 + comp);
+            let at = e.kb.add(pbase, off);
+            let at = e.kb.add(at, dd);
+            e.kb.store(part, at, o);
+        }
+        Ok(vec![])
+    })?;
+    let mut l = launch([r * t * h, splits, 1], 8 * r * c * groups * d);
+    l.scratch = vec![(4 * r * t * h * splits * rec) as u64];
+    Ok((l, splits))
+}
+
+/// Combines the chunks of `attention_partial` into `root`'s `[r, t, h, d]` output.
+pub fn attention_combine(e: &mut Emit, root: Value, splits: usize, sub: u32) -> Result<Launch> {
+    let od = e.g.ty(root).shape.0.clone();
+    let (r, t, h, d) = (od[0], od[1], od[2], od[3]);
+    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Read);
+    let out = e.buffer(root, Access::Write)?;
+    let rth = e.kb.special(Special::GroupX);
+    let lane = e.kb.special(Special::LocalX);
+    let rec = e.u(d + 2);
+    let splits_v = e.u(splits);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let zero = e.kb.f32(0.0);
+    let slot0 = e.kb.mul(rth, splits_v);
+    // Every split's (m, l) loaded at once (the split count is known), then the maximum.
+    let mut ms = Vec::with_capacity(splits);
+    let mut ls = Vec::with_capacity(splits);
+    let mut bases = Vec::with_capacity(splits);
+    for s_ in 0..splits {
+        let sv = e.u(s_);
+        let slot = e.kb.add(slot0, sv);
+        let at = e.kb.mul(slot, rec);
+        let m = e.kb.load(part, at, 1);
+        let one = e.u(1);
+        let at1 = e.kb.add(at, one);
+        ls.push(e.kb.load(part, at1, 1));
+        ms.push(m);
+        bases.push(at);
+    }
+    let mut big = ninf;
+    for &m in &ms {
+        big = e.kb.bin(BinOp::Max, big, m);
+    }
+    let mut weights = Vec::with_capacity(splits);
+    let mut total = zero;
+    for (&m, &l) in ms.iter().zip(&ls) {
+        let live = e.kb.cmp(CmpOp::Ne, m, ninf);
+        let x = e.kb.sub(m, big);
+        let w = e.kb.un(UnOp::Exp, x);
+        let w = e.kb.select(live, w, zero);
+        total = e.kb.fma(l, w, total);
+        weights.push(w);
+    }
+    let dv = e.u(d);
+    e.repeat(lane, dv, sub, &[], |e, dd, _| {
+        let mut o = zero;
+        let two = e.u(2);
+        let loads: Vec<Val> = bases
+            .iter()
+            .map(|&at| {
+                let at2 = e.kb.add(at, two);
+                let at2 = e.kb.add(at2, dd);
+                e.kb.load(part, at2, 1)
+            })
+            .collect();
+        for (os, &w) in loads.into_iter().zip(&weights) {
+            o = e.kb.fma(os, w, o);
+        }
+        let y = e.kb.bin(BinOp::Div, o, total);
+        let dstb = e.kb.mul(rth, dv);
+        let at = e.kb.add(dstb, dd);
+        e.kb.store(out, at, y);
+        Ok(vec![])
+    })?;
+    Ok(launch([r * t * h, 1, 1], 4 * r * t * h * splits * (d + 2)))
+}
