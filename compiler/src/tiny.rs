@@ -154,49 +154,30 @@ pub fn tiny_model(family: Family, seed: u64) -> Result<Model> {
     )
 }
 
-/// A GGUF v3 file of a tiny model, to load through `Model::load`.
-pub fn tiny_gguf(family: Family, seed: u64) -> Vec<u8> {
-    let spec = tiny_spec(family);
-    let arch = family.name();
-    let meta = vec![
+/// The GGUF metadata of `spec` under architecture name `arch` (tests vary `arch`).
+pub fn tiny_meta(spec: &ModelSpec, arch: &str) -> Vec<(String, MetaOut)> {
+    let u = |k: &str, v: usize| (format!("{arch}.{k}"), MetaOut::U32(v as u32));
+    let f = |k: &str, v: f32| (format!("{arch}.{k}"), MetaOut::F32(v));
+    vec![
         (
             "general.architecture".to_string(),
             MetaOut::Str(arch.into()),
         ),
-        (
-            format!("{arch}.block_count"),
-            MetaOut::U32(spec.n_layers as u32),
-        ),
-        (
-            format!("{arch}.embedding_length"),
-            MetaOut::U32(spec.d_model as u32),
-        ),
-        (
-            format!("{arch}.feed_forward_length"),
-            MetaOut::U32(spec.d_ff as u32),
-        ),
-        (
-            format!("{arch}.attention.head_count"),
-            MetaOut::U32(spec.n_heads as u32),
-        ),
-        (
-            format!("{arch}.attention.head_count_kv"),
-            MetaOut::U32(spec.n_kv_heads as u32),
-        ),
-        (
-            format!("{arch}.context_length"),
-            MetaOut::U32(spec.context as u32),
-        ),
-        (
-            format!("{arch}.rope.freq_base"),
-            MetaOut::F32(spec.rope_base),
-        ),
-        (
-            format!("{arch}.attention.layer_norm_rms_epsilon"),
-            MetaOut::F32(spec.norm_eps),
-        ),
-    ];
-    write_gguf(&meta, &tiny_tensors(&spec, seed))
+        u("block_count", spec.n_layers),
+        u("embedding_length", spec.d_model),
+        u("feed_forward_length", spec.d_ff),
+        u("attention.head_count", spec.n_heads),
+        u("attention.head_count_kv", spec.n_kv_heads),
+        u("context_length", spec.context),
+        f("rope.freq_base", spec.rope_base),
+        f("attention.layer_norm_rms_epsilon", spec.norm_eps),
+    ]
+}
+
+/// A GGUF v3 file of a tiny model, to load through `Model::load`.
+pub fn tiny_gguf(family: Family, seed: u64) -> Vec<u8> {
+    let spec = tiny_spec(family);
+    write_gguf(&tiny_meta(&spec, family.name()), &tiny_tensors(&spec, seed))
 }
 
 /// A metadata value to write.

@@ -9,8 +9,8 @@ use common::{assert_bit_identical, inputs, random_step};
 use poot_compiler::families::{Family, Model, StepShape, hf_name, roles, trace};
 use poot_compiler::oracle::Oracle;
 use poot_compiler::tiny::{
-    MetaOut, Rng, load_gguf_bytes, random_tensor, tiny_gguf, tiny_model, tiny_spec, tiny_tensors,
-    write_gguf,
+    MetaOut, Rng, load_gguf_bytes, random_tensor, tiny_gguf, tiny_meta, tiny_model, tiny_spec,
+    tiny_tensors, write_gguf,
 };
 use poot_compiler::{CompileError, load};
 use poot_eval::{EvalOptions, eval};
@@ -25,35 +25,7 @@ fn load_err(bytes: Vec<u8>) -> String {
 }
 
 fn meta(arch: &str) -> Vec<(String, MetaOut)> {
-    let s = tiny_spec(Family::Llama);
-    vec![
-        ("general.architecture".into(), MetaOut::Str(arch.into())),
-        (
-            format!("{arch}.block_count"),
-            MetaOut::U32(s.n_layers as u32),
-        ),
-        (
-            format!("{arch}.embedding_length"),
-            MetaOut::U32(s.d_model as u32),
-        ),
-        (
-            format!("{arch}.feed_forward_length"),
-            MetaOut::U32(s.d_ff as u32),
-        ),
-        (
-            format!("{arch}.attention.head_count"),
-            MetaOut::U32(s.n_heads as u32),
-        ),
-        (
-            format!("{arch}.attention.head_count_kv"),
-            MetaOut::U32(s.n_kv_heads as u32),
-        ),
-        (format!("{arch}.context_length"), MetaOut::U32(64)),
-        (
-            format!("{arch}.attention.layer_norm_rms_epsilon"),
-            MetaOut::F32(1e-5),
-        ),
-    ]
+    tiny_meta(&tiny_spec(Family::Llama), arch)
 }
 
 #[test]

@@ -137,29 +137,43 @@ impl<D: Device> Engine<D> {
         if let Some(why) = &self.needs_reset {
             return Err(RuntimeError::NeedsReset(why.clone()));
         }
-        let entry = self.entry(id)?.entry.clone();
-        self.write_slots(&entry, slots)?;
-        self.entry(id)?;
-        let Engine {
-            dev,
-            kernels,
-            entries,
-            ..
-        } = self;
-        let ran = match entries.get(id.0).and_then(|e| e.as_ref()) {
-            Some(loaded) if !eager => dev.replay(kernels, &loaded.rec),
-            _ => dev.eager(kernels, &entry.dispatches),
+        // The entry is moved out for the step (no per-step copy of its dispatch list) and
+        // put back whatever the step's outcome.
+        let loaded = self
+            .entries
+            .get_mut(id.0)
+            .and_then(Option::take)
+            .ok_or_else(|| RuntimeError::Usage(format!("entry {} is not added", id.0)))?;
+        let out = self.step_loaded(&loaded, slots, eager, start);
+        if let Some(slot) = self.entries.get_mut(id.0) {
+            *slot = Some(loaded);
+        }
+        out
+    }
+
+    fn step_loaded(
+        &mut self,
+        loaded: &Loaded<D>,
+        slots: &[(SlotKind, Vec<i32>)],
+        eager: bool,
+        start: std::time::Instant,
+    ) -> Result<(StepOutput, f64)> {
+        let entry = &loaded.entry;
+        self.write_slots(entry, slots)?;
+        let ran = if eager {
+            self.dev.eager(&self.kernels, &entry.dispatches)
+        } else {
+            self.dev.replay(&self.kernels, &loaded.rec)
         };
         let host = start.elapsed().as_secs_f64();
-        let ran = ran.and_then(|()| dev.synchronize());
-        if let Err(e) = ran {
+        if let Err(e) = ran.and_then(|()| self.dev.synchronize()) {
             let err = self.fail(e);
             self.needs_reset = Some(err.to_string());
             return Err(err);
         }
         self.stats.steps += 1;
         self.stats.dispatches += entry.dispatches.len() as u64;
-        Ok((self.read_back(&entry)?, host))
+        Ok((self.read_back(entry)?, host))
     }
 
     /// Per-dispatch device seconds of one eager run of entry `id`, if the device can time them.
