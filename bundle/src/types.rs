@@ -59,7 +59,7 @@ pub struct TextInfo {
     pub add_bos: bool,
 }
 
-/// A kind of device code. Prints as `ptx-sm90`, `spirv`, `reference` and parses back.
+/// A kind of device code. Prints as `ptx-sm90`, `spirv`, `spirv-sg32`, `reference` and parses back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Target {
     /// PTX text for CUDA devices of compute capability `sm` (90 for sm_90) and newer.
@@ -67,8 +67,14 @@ pub enum Target {
         /// Compute capability, major * 10 + minor.
         sm: u32,
     },
-    /// SPIR-V words for Vulkan and wgpu.
-    Spirv,
+    /// SPIR-V words for Vulkan and wgpu. With `native_subgroups` the kernels use 32-wide
+    /// subgroup instructions and need a device whose compute subgroups are exactly 32 wide
+    /// (`spirv-sg32`); without, subgroups are emulated in shared memory and the code runs on
+    /// any Vulkan 1.1 device (`spirv`).
+    Spirv {
+        /// Whether the kernels need native 32-wide subgroups.
+        native_subgroups: bool,
+    },
     /// Kernel IR executed by the CPU reference device.
     Reference,
 }
@@ -77,7 +83,12 @@ impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Target::Ptx { sm } => write!(f, "ptx-sm{sm}"),
-            Target::Spirv => f.write_str("spirv"),
+            Target::Spirv {
+                native_subgroups: false,
+            } => f.write_str("spirv"),
+            Target::Spirv {
+                native_subgroups: true,
+            } => f.write_str("spirv-sg32"),
             Target::Reference => f.write_str("reference"),
         }
     }
@@ -88,7 +99,12 @@ impl FromStr for Target {
 
     fn from_str(name: &str) -> Result<Target, BundleError> {
         match name {
-            "spirv" => Ok(Target::Spirv),
+            "spirv" => Ok(Target::Spirv {
+                native_subgroups: false,
+            }),
+            "spirv-sg32" => Ok(Target::Spirv {
+                native_subgroups: true,
+            }),
             "reference" => Ok(Target::Reference),
             _ => name
                 .strip_prefix("ptx-sm")

@@ -206,7 +206,12 @@ fn newer_minor_version() {
 fn no_accepted_target() {
     let bundle = open_bytes(sample_bytes()).unwrap();
     let err = bundle
-        .target(&[Target::Spirv, Target::Ptx { sm: 80 }])
+        .target(&[
+            Target::Spirv {
+                native_subgroups: false,
+            },
+            Target::Ptx { sm: 80 },
+        ])
         .unwrap_err();
     assert!(matches!(err, BundleError::NoTarget { .. }), "{err:?}");
     assert_eq!(

@@ -47,7 +47,13 @@ fn exercise(bundle: &OpenedBundle) {
     for entry in &manifest.entries {
         bundle.entry(&entry.key).expect("a listed entry is found");
     }
-    let all = [Target::Ptx { sm: 90 }, Target::Spirv, Target::Reference];
+    let all = [
+        Target::Ptx { sm: 90 },
+        Target::Spirv {
+            native_subgroups: false,
+        },
+        Target::Reference,
+    ];
     let _ = bundle.target(&all);
     let _ = format!("{bundle:?}");
 }

@@ -122,7 +122,14 @@ fn target_picks_the_first_bundle_target_the_device_accepts() {
     let bundle = open_bytes(sample_bytes()).unwrap();
     let both = [Target::Reference, Target::Ptx { sm: 90 }];
     assert_eq!(bundle.target(&both).unwrap().target, Target::Ptx { sm: 90 });
-    let reference = bundle.target(&[Target::Spirv, Target::Reference]).unwrap();
+    let reference = bundle
+        .target(&[
+            Target::Spirv {
+                native_subgroups: false,
+            },
+            Target::Reference,
+        ])
+        .unwrap();
     assert_eq!(reference.target, Target::Reference);
     assert_eq!(reference.kernels[1].name, "matmul_q8");
 }
@@ -145,7 +152,18 @@ fn targets_print_and_parse() {
     for (target, name) in [
         (Target::Ptx { sm: 90 }, "ptx-sm90"),
         (Target::Ptx { sm: 80 }, "ptx-sm80"),
-        (Target::Spirv, "spirv"),
+        (
+            Target::Spirv {
+                native_subgroups: false,
+            },
+            "spirv",
+        ),
+        (
+            Target::Spirv {
+                native_subgroups: true,
+            },
+            "spirv-sg32",
+        ),
         (Target::Reference, "reference"),
     ] {
         assert_eq!(target.to_string(), name);

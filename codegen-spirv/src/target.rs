@@ -78,6 +78,25 @@ impl SpirvTarget {
         }
     }
 
+    /// Any Vulkan 1.1 device of desktop class: SPIR-V 1.3, subgroups emulated in shared
+    /// memory (so the subgroup width the device happens to have does not matter), 1024
+    /// threads, 32 KiB of shared memory, 32 storage buffers per stage (lavapipe's limit, the
+    /// smallest among the devices poot runs on), no f32 atomics. The `spirv` bundle target.
+    pub const fn portable() -> SpirvTarget {
+        SpirvTarget {
+            name: "portable",
+            spirv_version: (1, 3),
+            subgroup: None,
+            native_float_add: false,
+            storage16: false,
+            atomic_float_add: false,
+            shared_atomic_float_add: false,
+            max_threads: 1024,
+            max_shared: 32 * 1024,
+            max_storage_buffers: 32,
+        }
+    }
+
     /// Mesa's lavapipe (llvmpipe's Vulkan driver) on an AVX2 host, as `vulkaninfo` reports
     /// it (Mesa 22.3): subgroups of 8 (the 256-bit vector width; min = max, so it cannot be
     /// changed), so poot's 32-wide kernels use the shared-memory fallback; SPIR-V 1.3, 1024

@@ -44,8 +44,13 @@ fn render(target: Target, k: &poot_kir::Kernel) -> Result<Vec<u8>> {
                 .map(String::into_bytes)
                 .map_err(|e| CompileError::Lower(e.to_string()))
         }
-        Target::Spirv => {
-            poot_codegen_spirv::render(k, &poot_codegen_spirv::SpirvTarget::vulkan12())
+        Target::Spirv { native_subgroups } => {
+            let t = if native_subgroups {
+                poot_codegen_spirv::SpirvTarget::vulkan12()
+            } else {
+                poot_codegen_spirv::SpirvTarget::portable()
+            };
+            poot_codegen_spirv::render(k, &t)
                 .map(|words| words.iter().flat_map(|w| w.to_le_bytes()).collect())
                 .map_err(|e| CompileError::Lower(e.to_string()))
         }

@@ -46,7 +46,13 @@ fn qwen2_kernels() {
 #[test]
 fn three_targets_in_one_bundle() {
     let model = tiny_model(Family::Qwen2, 7).unwrap();
-    let targets = vec![Target::Ptx { sm: 90 }, Target::Spirv, Target::Reference];
+    let targets = vec![
+        Target::Ptx { sm: 90 },
+        Target::Spirv {
+            native_subgroups: false,
+        },
+        Target::Reference,
+    ];
     let opts = CompileOptions {
         cap: 16,
         rows: 1,
@@ -56,7 +62,11 @@ fn three_targets_in_one_bundle() {
     };
     let (manifest, weights) = compile(&model, &opts, &mut |_, _, _| {}).unwrap();
     let bundle = poot_bundle::open_bytes(poot_bundle::write(&manifest, &weights).unwrap()).unwrap();
-    let spirv = bundle.target(&[Target::Spirv]).unwrap();
+    let spirv = bundle
+        .target(&[Target::Spirv {
+            native_subgroups: false,
+        }])
+        .unwrap();
     assert_eq!(spirv.kernels.len(), manifest.targets[0].kernels.len());
     for k in &spirv.kernels {
         assert_eq!(k.code.len() % 4, 0, "{}", k.name);

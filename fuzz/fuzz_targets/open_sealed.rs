@@ -46,6 +46,6 @@ fuzz_target!(|data: &[u8]| {
     for entry in &manifest.entries {
         assert!(bundle.entry(&entry.key).is_ok(), "a listed entry is found");
     }
-    let _ = bundle.target(&[Target::Ptx { sm: 90 }, Target::Spirv, Target::Reference]);
+    let _ = bundle.target(&[Target::Ptx { sm: 90 }, Target::Spirv { native_subgroups: false }, Target::Reference]);
     let _ = inspect(&bundle);
 });

@@ -20,8 +20,8 @@ pub enum DeviceError {
     #[error("device lost: {0}")]
     Lost(String),
     /// A wait outlasted its bound.
-    #[error("device did not finish within {0} s")]
-    Timeout(u64),
+    #[error("device did not finish within {0:?}")]
+    Timeout(std::time::Duration),
     /// The device cannot be used here (no driver library, no device).
     #[error("device unavailable: {0}")]
     Unavailable(String),

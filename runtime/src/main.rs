@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use poot_runtime::devices::reference::ReferenceDevice;
+use poot_runtime::devices::vulkan::{VulkanDevice, VulkanOptions};
 use poot_runtime::driver::Driver;
 use poot_runtime::{Engine, Executor};
 use std::io::Write;
@@ -35,7 +36,8 @@ enum Cmd {
         /// Tokens to generate at most.
         #[arg(long, default_value_t = 128)]
         max_tokens: usize,
-        /// The device: auto (the best available), cuda or reference.
+        /// The device: auto (CUDA, else Vulkan, else the CPU reference), cuda, vulkan or
+        /// reference.
         #[arg(long, default_value = "auto")]
         device: String,
     },
@@ -46,7 +48,7 @@ enum Cmd {
         /// Timed decode steps per mode.
         #[arg(long, default_value_t = 200)]
         steps: usize,
-        /// The device: auto, cuda or reference.
+        /// The device: auto, cuda, vulkan or reference.
         #[arg(long, default_value = "auto")]
         device: String,
         /// Also print device time per kernel of one eager step (at position 64).
@@ -67,33 +69,75 @@ fn main() -> ExitCode {
 
 type AnyError = Box<dyn std::error::Error>;
 
-#[cfg(feature = "cuda")]
-fn cuda() -> Result<Engine<poot_runtime::devices::cuda::CudaDevice>, poot_runtime::DeviceError> {
-    poot_runtime::devices::cuda::CudaDevice::new(0).map(Engine::new)
+/// An opened device, as an engine.
+enum Opened {
+    Reference(Engine<ReferenceDevice>),
+    Vulkan(Engine<VulkanDevice>),
+    #[cfg(feature = "cuda")]
+    Cuda(Engine<poot_runtime::devices::cuda::CudaDevice>),
 }
 
-/// The executor for `--device`: `auto` takes CUDA when this build and machine have it, else
-/// the reference device, and says why.
-fn executor(device: &str) -> Result<Box<dyn Executor>, AnyError> {
-    match device {
-        "reference" => Ok(Box::new(Engine::new(ReferenceDevice::new()))),
-        #[cfg(feature = "cuda")]
-        "cuda" => Ok(Box::new(cuda()?)),
-        #[cfg(feature = "cuda")]
-        "auto" => match cuda() {
-            Ok(e) => Ok(Box::new(e)),
-            Err(why) => {
-                eprintln!("CUDA unavailable ({why}); using the reference device");
-                Ok(Box::new(Engine::new(ReferenceDevice::new())))
-            }
-        },
-        #[cfg(not(feature = "cuda"))]
-        "auto" => Ok(Box::new(Engine::new(ReferenceDevice::new()))),
-        other => Err(format!(
-            "unknown device `{other}` (auto, cuda, reference; cuda needs the `cuda` build feature)"
-        )
-        .into()),
+impl Opened {
+    fn boxed(self) -> Box<dyn Executor> {
+        match self {
+            Opened::Reference(e) => Box::new(e),
+            Opened::Vulkan(e) => Box::new(e),
+            #[cfg(feature = "cuda")]
+            Opened::Cuda(e) => Box::new(e),
+        }
     }
+
+    fn accepts(&self) -> Vec<poot_bundle::Target> {
+        match self {
+            Opened::Reference(e) => e.target_set(),
+            Opened::Vulkan(e) => e.target_set(),
+            #[cfg(feature = "cuda")]
+            Opened::Cuda(e) => e.target_set(),
+        }
+    }
+}
+
+/// Opens the device called `name`.
+fn open_one(name: &str) -> Result<Opened, AnyError> {
+    match name {
+        "reference" => Ok(Opened::Reference(Engine::new(ReferenceDevice::new()))),
+        "vulkan" => Ok(Opened::Vulkan(Engine::new(VulkanDevice::new(
+            &VulkanOptions::default(),
+        )?))),
+        #[cfg(feature = "cuda")]
+        "cuda" => Ok(Opened::Cuda(Engine::new(
+            poot_runtime::devices::cuda::CudaDevice::new(0)?,
+        ))),
+        #[cfg(not(feature = "cuda"))]
+        "cuda" => Err("this build of poot has no CUDA support (build with --features cuda)".into()),
+        other => Err(format!("unknown device `{other}` (auto, cuda, vulkan, reference)").into()),
+    }
+}
+
+/// The device for `--device`: `auto` takes the first of CUDA, Vulkan and the reference
+/// device that opens here and runs one of the bundle's targets, saying why it passed over
+/// the others.
+fn open_device(name: &str, bundle: &poot_bundle::OpenedBundle) -> Result<Opened, AnyError> {
+    if name != "auto" {
+        return open_one(name);
+    }
+    let targets: Vec<_> = bundle.manifest().targets.iter().map(|t| t.target).collect();
+    for candidate in ["cuda", "vulkan"] {
+        match open_one(candidate) {
+            Ok(o) if o.accepts().iter().any(|t| targets.contains(t)) => return Ok(o),
+            Ok(o) => eprintln!(
+                "{candidate}: runs {:?}, the bundle has {:?}; trying the next device",
+                o.accepts()
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>(),
+                targets.iter().map(|t| t.to_string()).collect::<Vec<_>>()
+            ),
+            Err(why) => eprintln!("{candidate} unavailable: {why}"),
+        }
+    }
+    eprintln!("using the reference device (the CPU interpreter)");
+    open_one("reference")
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -104,13 +148,12 @@ fn median(v: &mut [f64]) -> f64 {
 /// Times `steps` decode steps by replay and eagerly on `engine`.
 fn bench<D: poot_runtime::Device>(
     mut engine: Engine<D>,
-    path: &std::path::Path,
+    b: &poot_bundle::OpenedBundle,
     steps: usize,
     profile: bool,
 ) -> Result<(), AnyError> {
     use poot_bundle::{SlotKind, StepKind};
-    let b = poot_bundle::open(path)?;
-    engine.load_weights(&b)?;
+    engine.load_weights(b)?;
     let key = b
         .manifest()
         .entries
@@ -224,7 +267,7 @@ fn run(cli: Cli) -> Result<(), AnyError> {
             device,
         } => {
             let b = poot_bundle::open(&bundle)?;
-            let mut exec = executor(&device)?;
+            let mut exec = open_device(&device, &b)?.boxed();
             eprintln!("device: {}", exec.device_name());
             let mut d = Driver::new(exec.as_mut(), &b)?;
             let text = if chat { d.text.chat(&prompt)? } else { prompt };
@@ -258,13 +301,14 @@ fn run(cli: Cli) -> Result<(), AnyError> {
             steps,
             device,
             profile,
-        } => match device.as_str() {
-            "reference" => bench(Engine::new(ReferenceDevice::new()), &bundle, steps, profile),
-            #[cfg(feature = "cuda")]
-            "cuda" | "auto" => bench(cuda()?, &bundle, steps, profile),
-            #[cfg(not(feature = "cuda"))]
-            "auto" => bench(Engine::new(ReferenceDevice::new()), &bundle, steps, profile),
-            other => Err(format!("unknown device `{other}`").into()),
-        },
+        } => {
+            let b = poot_bundle::open(&bundle)?;
+            match open_device(&device, &b)? {
+                Opened::Reference(e) => bench(e, &b, steps, profile),
+                Opened::Vulkan(e) => bench(e, &b, steps, profile),
+                #[cfg(feature = "cuda")]
+                Opened::Cuda(e) => bench(e, &b, steps, profile),
+            }
+        }
     }
 }

@@ -13,10 +13,11 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Every target the goldens cover, by tag.
-pub fn targets() -> [(&'static str, SpirvTarget); 2] {
+pub fn targets() -> [(&'static str, SpirvTarget); 3] {
     [
         ("vulkan12", SpirvTarget::vulkan12()),
         ("lavapipe", SpirvTarget::lavapipe()),
+        ("portable", SpirvTarget::portable()),
     ]
 }
 

@@ -1,0 +1,230 @@
+//! The Vulkan device on whatever Vulkan device this machine has best (the H200 on the GPU
+//! machine, lavapipe in CI): tier 2 on the tiny configs, capture versus eager, a watchdog
+//! budget that splits replays into several submissions with bit-identical results, a trap
+//! that becomes a typed fault, a timeout that poisons, and tier 3 on SmolLM2 (and
+//! Qwen2.5-0.5B where the device's storage range holds its embedding table).
+//!
+//! Without a Vulkan device each test prints `SKIP`, and fails instead when
+//! `POOT_REQUIRE_GPU=1` or `POOT_REQUIRE_LAVAPIPE=1`.
+
+use poot_bundle::{EntryKey, Sampling, SlotKind, StepKind, Target};
+use poot_compiler::families::Family;
+use poot_compiler::lower::TRAP_CACHE_OVERFLOW;
+use poot_runtime::devices::vulkan::{VulkanDevice, VulkanOptions};
+use poot_runtime::{DeviceError, Engine, Executor, RuntimeError};
+use poot_tests::tier2::{capture_vs_eager, run_tiny, tiny_bundle};
+use poot_tests::tier3::tier3_device;
+use poot_tests::{Checkpoint, require_gpu};
+use std::time::Duration;
+
+fn device_with(test: &str, opts: &VulkanOptions) -> Option<Engine<VulkanDevice>> {
+    match VulkanDevice::new(opts) {
+        Ok(d) => {
+            println!("{test}: {}", poot_runtime::Device::describe(&d));
+            Some(Engine::new(d))
+        }
+        Err(e) if require_gpu() || std::env::var("POOT_REQUIRE_LAVAPIPE").as_deref() == Ok("1") => {
+            panic!("{test}: a Vulkan device is required but {e}")
+        }
+        Err(e) => {
+            println!("SKIP {test}: {e}");
+            None
+        }
+    }
+}
+
+fn device(test: &str) -> Option<Engine<VulkanDevice>> {
+    device_with(test, &VulkanOptions::default())
+}
+
+/// The best target the device runs.
+fn target(e: &Engine<VulkanDevice>) -> Target {
+    e.target_set()[0]
+}
+
+fn decode_key(cap: u32) -> EntryKey {
+    EntryKey {
+        program: "generate".into(),
+        kind: StepKind::Decode,
+        rows: 2,
+        cap,
+        sampling: Sampling::Greedy,
+    }
+}
+
+#[test]
+fn vulkan_tier2_llama_tiny() {
+    if let Some(e) = device("vulkan_tier2_llama_tiny") {
+        let t = target(&e);
+        run_tiny(e, Family::Llama, t);
+    }
+}
+
+#[test]
+fn vulkan_tier2_qwen2_tiny() {
+    if let Some(e) = device("vulkan_tier2_qwen2_tiny") {
+        let t = target(&e);
+        run_tiny(e, Family::Qwen2, t);
+    }
+}
+
+#[test]
+fn vulkan_capture_matches_eager_64_steps() {
+    if let Some(e) = device("vulkan_capture_matches_eager_64_steps") {
+        let t = target(&e);
+        capture_vs_eager(e, Family::Qwen2, t, 64);
+    }
+}
+
+/// Decode outputs of `steps` steps and the submissions each step took.
+fn decode_run(mut e: Engine<VulkanDevice>, steps: usize) -> (Vec<Vec<(String, Vec<u8>)>>, u64) {
+    let t = target(&e);
+    let (_, bundle) = tiny_bundle(Family::Llama, t, 16, 2);
+    e.load_weights(&bundle).expect("load_weights");
+    let id = e.add_entry(&decode_key(16)).expect("add_entry");
+    let mut outs = Vec::new();
+    let mut tok = vec![5i32, 9];
+    let before = e.device().submissions();
+    for pos in 0..steps {
+        let slots = vec![
+            (SlotKind::Token, tok.clone()),
+            (SlotKind::Pos, vec![pos as i32; 2]),
+        ];
+        let o = e.step(id, &slots).expect("step");
+        tok = o.tokens.iter().map(|&t| t as i32).collect();
+        outs.push(o.outputs);
+    }
+    let per_step = (e.device().submissions() - before) / steps as u64;
+    (outs, per_step)
+}
+
+#[test]
+fn vulkan_watchdog_budget_splits_replay() {
+    let test = "vulkan_watchdog_budget_splits_replay";
+    let Some(whole) = device(test) else {
+        return;
+    };
+    let (want, one) = decode_run(whole, 12);
+    assert_eq!(one, 1, "without a budget a replay is one submission");
+    let (_, bundle) = tiny_bundle(Family::Llama, Target::Reference, 16, 2);
+    let entry = &bundle.manifest().entries[0];
+    let total: u64 = entry.dispatches.iter().map(|d| d.work).sum();
+    let heaviest = entry.dispatches.iter().map(|d| d.work).max().unwrap_or(0);
+    let opts = VulkanOptions {
+        watchdog: Some(heaviest.max(total / 4)),
+        ..VulkanOptions::default()
+    };
+    let Some(split) = device_with(test, &opts) else {
+        return;
+    };
+    let (got, many) = decode_run(split, 12);
+    println!(
+        "{} dispatches of total work {total}: budget {} gives {many} submissions per step",
+        entry.dispatches.len(),
+        heaviest.max(total / 4)
+    );
+    assert!(
+        many >= 4,
+        "a quarter of the work per buffer gave {many} submissions"
+    );
+    assert!(want == got, "split replays read back different bytes");
+}
+
+#[test]
+fn vulkan_trap_is_a_typed_fault() {
+    let Some(mut e) = device("vulkan_trap_is_a_typed_fault") else {
+        return;
+    };
+    let (_, bundle) = tiny_bundle(Family::Llama, target(&e), 16, 2);
+    e.load_weights(&bundle).unwrap();
+    let id = e.add_entry(&decode_key(16)).unwrap();
+    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
+    let err = e.step(id, &slots(16)).unwrap_err();
+    match &err {
+        RuntimeError::Device {
+            source: DeviceError::Fault { kernel, code, .. },
+            ..
+        } => {
+            assert!(kernel.starts_with("update_slice"), "{err}");
+            assert_eq!(*code, TRAP_CACHE_OVERFLOW, "{err}");
+        }
+        other => panic!("expected a kernel fault, got {other}"),
+    }
+    println!("trap: {err}");
+    let again = e.step(id, &slots(3)).unwrap_err().to_string();
+    assert!(
+        again.contains("call reset_state before stepping again"),
+        "{again}"
+    );
+    e.reset_state().unwrap();
+    let ok = e.step(id, &slots(3)).unwrap();
+    assert_eq!(ok.tokens.len(), 2);
+}
+
+/// A wait bound far below the work's duration is a typed timeout, and the engine then
+/// refuses everything as poisoned without touching the device.
+#[test]
+fn vulkan_timeout_poisons() {
+    let opts = VulkanOptions {
+        timeout: Duration::from_nanos(1),
+        ..VulkanOptions::default()
+    };
+    let Some(mut e) = device_with("vulkan_timeout_poisons", &opts) else {
+        return;
+    };
+    let (_, bundle) = tiny_bundle(Family::Qwen2, target(&e), 64, 2);
+    // Where weights go through staging copies (a discrete GPU) the first wait is in
+    // `load_weights`; on host-visible memory it is the first step's.
+    let first = e.load_weights(&bundle).and_then(|()| {
+        let entry = &bundle.manifest().entries[1];
+        let id = e.add_entry(&entry.key)?;
+        let slots: Vec<_> = entry
+            .slots
+            .iter()
+            .map(|s| (s.kind, vec![0i32; s.len as usize / 4]))
+            .collect();
+        e.step(id, &slots)
+    });
+    let err = first.expect_err("a 1 ns bound cannot hold a prefill step");
+    assert!(
+        matches!(
+            err,
+            RuntimeError::Device {
+                source: DeviceError::Timeout(_),
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let later = e.reset_state().unwrap_err().to_string();
+    assert!(later.contains("poisoned"), "{later}");
+}
+
+fn tier3(test: &str, c: Checkpoint) {
+    let Some(mut e) = device(test) else {
+        return;
+    };
+    let t = target(&e);
+    let (matched, total) = tier3_device(&mut e, c, t, 8);
+    assert!(matched > 0 && total == 256, "{matched}/{total}");
+}
+
+#[test]
+fn vulkan_tier3_smollm2() {
+    tier3("vulkan_tier3_smollm2", Checkpoint::SmolLm2);
+}
+
+#[test]
+fn vulkan_tier3_qwen05() {
+    let test = "vulkan_tier3_qwen05";
+    let Some(mut e) = device(test) else {
+        return;
+    };
+    if e.device().is_cpu() {
+        println!("SKIP {test}: a CPU Vulkan device (CI runs tier 3 on SmolLM2 only)");
+        return;
+    }
+    let t = target(&e);
+    let (matched, total) = tier3_device(&mut e, Checkpoint::Qwen05, t, 8);
+    assert!(matched > 0 && total == 256, "{matched}/{total}");
+}
