@@ -36,8 +36,8 @@ enum Cmd {
         /// Tokens to generate at most.
         #[arg(long, default_value_t = 128)]
         max_tokens: usize,
-        /// The device: auto (CUDA, else Vulkan, else the CPU reference), cuda, vulkan or
-        /// reference.
+        /// The device: auto (CUDA, else Vulkan, else the CPU reference), cuda, vulkan, wgpu
+        /// or reference.
         #[arg(long, default_value = "auto")]
         device: String,
     },
@@ -48,7 +48,7 @@ enum Cmd {
         /// Timed decode steps per mode.
         #[arg(long, default_value_t = 200)]
         steps: usize,
-        /// The device: auto, cuda, vulkan or reference.
+        /// The device: auto, cuda, vulkan, wgpu or reference.
         #[arg(long, default_value = "auto")]
         device: String,
         /// Also print device time per kernel of one eager step (at position 64).
@@ -75,6 +75,8 @@ enum Opened {
     Vulkan(Engine<VulkanDevice>),
     #[cfg(feature = "cuda")]
     Cuda(Engine<poot_runtime::devices::cuda::CudaDevice>),
+    #[cfg(feature = "wgpu")]
+    Wgpu(Engine<poot_runtime::devices::wgpu::WgpuDevice>),
 }
 
 impl Opened {
@@ -84,6 +86,8 @@ impl Opened {
             Opened::Vulkan(e) => Box::new(e),
             #[cfg(feature = "cuda")]
             Opened::Cuda(e) => Box::new(e),
+            #[cfg(feature = "wgpu")]
+            Opened::Wgpu(e) => Box::new(e),
         }
     }
 
@@ -93,6 +97,8 @@ impl Opened {
             Opened::Vulkan(e) => e.target_set(),
             #[cfg(feature = "cuda")]
             Opened::Cuda(e) => e.target_set(),
+            #[cfg(feature = "wgpu")]
+            Opened::Wgpu(e) => e.target_set(),
         }
     }
 }
@@ -110,7 +116,15 @@ fn open_one(name: &str) -> Result<Opened, AnyError> {
         ))),
         #[cfg(not(feature = "cuda"))]
         "cuda" => Err("this build of poot has no CUDA support (build with --features cuda)".into()),
-        other => Err(format!("unknown device `{other}` (auto, cuda, vulkan, reference)").into()),
+        #[cfg(feature = "wgpu")]
+        "wgpu" => Ok(Opened::Wgpu(Engine::new(
+            poot_runtime::devices::wgpu::WgpuDevice::new(&Default::default())?,
+        ))),
+        #[cfg(not(feature = "wgpu"))]
+        "wgpu" => Err("this build of poot has no wgpu support (build with --features wgpu)".into()),
+        other => {
+            Err(format!("unknown device `{other}` (auto, cuda, vulkan, wgpu, reference)").into())
+        }
     }
 }
 
@@ -308,6 +322,8 @@ fn run(cli: Cli) -> Result<(), AnyError> {
                 Opened::Vulkan(e) => bench(e, &b, steps, profile),
                 #[cfg(feature = "cuda")]
                 Opened::Cuda(e) => bench(e, &b, steps, profile),
+                #[cfg(feature = "wgpu")]
+                Opened::Wgpu(e) => bench(e, &b, steps, profile),
             }
         }
     }

@@ -200,18 +200,16 @@ fn vulkan_timeout_poisons() {
     assert!(later.contains("poisoned"), "{later}");
 }
 
-fn tier3(test: &str, c: Checkpoint) {
-    let Some(mut e) = device(test) else {
-        return;
-    };
-    let t = target(&e);
-    let (matched, total) = tier3_device(&mut e, c, t, 8);
-    assert!(matched > 0 && total == 256, "{matched}/{total}");
-}
-
+/// Two prompts on a CPU device (lavapipe takes seconds per token), all eight on a GPU.
 #[test]
 fn vulkan_tier3_smollm2() {
-    tier3("vulkan_tier3_smollm2", Checkpoint::SmolLm2);
+    let Some(mut e) = device("vulkan_tier3_smollm2") else {
+        return;
+    };
+    let cases = if e.device().is_cpu() { 2 } else { 8 };
+    let t = target(&e);
+    let (matched, total) = tier3_device(&mut e, Checkpoint::SmolLm2, t, cases);
+    assert!(matched > 0 && total == 32 * cases, "{matched}/{total}");
 }
 
 #[test]

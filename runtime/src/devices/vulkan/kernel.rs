@@ -14,10 +14,6 @@ use poot_bundle::KernelCode;
 use std::ffi::CString;
 use std::sync::Arc;
 
-const MAGIC: u32 = 0x0723_0203;
-const OP_DECORATE: u32 = 71;
-const DECORATION_BINDING: u32 = 33;
-
 /// A loaded kernel.
 pub struct VulkanKernel {
     ctx: Arc<Ctx>,
@@ -31,58 +27,11 @@ pub struct VulkanKernel {
     module: vk::ShaderModule,
 }
 
-fn bad(name: &str, why: impl std::fmt::Display) -> DeviceError {
-    DeviceError::Other(format!("kernel {name}: {why}"))
-}
-
-/// The module's words, and how many bindings it declares (one past the highest).
-fn parse(code: &KernelCode) -> Result<(Vec<u32>, u32), DeviceError> {
-    if !code.code.len().is_multiple_of(4) || code.code.len() < 20 {
-        return Err(bad(
-            &code.name,
-            format!("{} bytes are not a SPIR-V module", code.code.len()),
-        ));
-    }
-    let words: Vec<u32> = code
-        .code
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    if words[0] != MAGIC {
-        return Err(bad(
-            &code.name,
-            format!("magic {:#x} is not SPIR-V's", words[0]),
-        ));
-    }
-    let mut at = 5;
-    let mut bindings = 0;
-    while at < words.len() {
-        let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xFFFF);
-        if count == 0 || at + count > words.len() {
-            return Err(bad(
-                &code.name,
-                format!("truncated instruction at word {at}"),
-            ));
-        }
-        if op == OP_DECORATE && count == 4 && words[at + 2] == DECORATION_BINDING {
-            bindings = bindings.max(words[at + 3] + 1);
-        }
-        at += count;
-    }
-    if bindings == 0 {
-        return Err(bad(
-            &code.name,
-            "declares no buffer bindings (no error words)",
-        ));
-    }
-    Ok((words, bindings))
-}
-
 impl VulkanKernel {
     /// Builds the pipeline of `code`.
     pub(super) fn load(ctx: &Arc<Ctx>, code: &KernelCode) -> Result<VulkanKernel, DeviceError> {
         ctx.live()?;
-        let (words, bindings) = parse(code)?;
+        let (words, bindings) = crate::devices::spirv::parse(code)?;
         let l = &ctx.props.limits;
         let [x, y, z] = code.workgroup;
         let fits = x <= l.max_compute_work_group_size[0]
@@ -91,18 +40,16 @@ impl VulkanKernel {
             && u64::from(x) * u64::from(y) * u64::from(z)
                 <= u64::from(l.max_compute_work_group_invocations);
         if !fits || code.shared_bytes > l.max_compute_shared_memory_size {
-            return Err(bad(
-                &code.name,
-                format!(
-                    "work-group {x}x{y}x{z} with {} shared bytes exceeds {} (at most {} threads, \
-                     {:?} per dimension, {} shared bytes)",
-                    code.shared_bytes,
-                    ctx.props.name,
-                    l.max_compute_work_group_invocations,
-                    l.max_compute_work_group_size,
-                    l.max_compute_shared_memory_size
-                ),
-            ));
+            return Err(DeviceError::Other(format!(
+                "kernel {}: work-group {x}x{y}x{z} with {} shared bytes exceeds {} (at most {} \
+                 threads, {:?} per dimension, {} shared bytes)",
+                code.name,
+                code.shared_bytes,
+                ctx.props.name,
+                l.max_compute_work_group_invocations,
+                l.max_compute_work_group_size,
+                l.max_compute_shared_memory_size
+            )));
         }
         let mut k = VulkanKernel {
             ctx: ctx.clone(),
@@ -146,7 +93,7 @@ impl VulkanKernel {
                 .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
                 .map_err(err("vkCreateShaderModule"))?;
             let entry = CString::new(code.name.clone())
-                .map_err(|_| bad(&code.name, "name holds a NUL byte"))?;
+                .map_err(|_| DeviceError::Other(format!("kernel {}: NUL in name", code.name)))?;
             let stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(k.module)

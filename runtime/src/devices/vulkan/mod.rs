@@ -415,7 +415,7 @@ impl Device for VulkanDevice {
         dispatches: &[Dispatch],
     ) -> Result<VulkanRecording, DeviceError> {
         let arenas = self.arena_list();
-        record::record(&self.ctx, &arenas, kernels, dispatches, self.watchdog)
+        record::record(&self.ctx, &arenas, kernels, dispatches, self.watchdog, None)
     }
 
     fn replay(&mut self, _: &[VulkanKernel], rec: &VulkanRecording) -> Result<(), DeviceError> {
@@ -444,6 +444,57 @@ impl Device for VulkanDevice {
             }
         }
         fault.map_or(Ok(()), Err)
+    }
+
+    fn profile(
+        &mut self,
+        kernels: &[VulkanKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<Option<Vec<f64>>, DeviceError> {
+        let period = f64::from(self.ctx.props.limits.timestamp_period) * 1e-9;
+        if self.ctx.props.limits.timestamp_compute_and_graphics == vk::FALSE || period <= 0.0 {
+            return Ok(None);
+        }
+        self.ctx.live()?;
+        let d = &self.ctx.device;
+        let n = dispatches.len() as u32 + 1;
+        let info = vk::QueryPoolCreateInfo::default()
+            .query_type(vk::QueryType::TIMESTAMP)
+            .query_count(n);
+        // SAFETY: a valid create info; destroyed below once its submission completed.
+        let pool = unsafe { d.create_query_pool(&info, None) }
+            .map_err(|r| DeviceError::Other(format!("vkCreateQueryPool: {r:?}")))?;
+        let arenas = self.arena_list();
+        let ran = record::record(&self.ctx, &arenas, kernels, dispatches, None, Some(pool))
+            .and_then(|rec| {
+                let sent = self.submit_recording(&rec);
+                self.transient.push(rec);
+                sent.and_then(|()| self.synchronize())
+            });
+        let mut stamps = vec![0u64; n as usize];
+        let read = ran.and_then(|()| {
+            // SAFETY: every query was written by the completed submission.
+            unsafe {
+                self.ctx.device.get_query_pool_results(
+                    pool,
+                    0,
+                    &mut stamps,
+                    vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+                )
+            }
+            .map_err(|r| DeviceError::Other(format!("vkGetQueryPoolResults: {r:?}")))
+        });
+        if self.ctx.may_destroy() {
+            // SAFETY: the submission using the pool completed (or never happened).
+            unsafe { self.ctx.device.destroy_query_pool(pool, None) };
+        }
+        read?;
+        Ok(Some(
+            stamps
+                .windows(2)
+                .map(|w| w[1].wrapping_sub(w[0]) as f64 * period)
+                .collect(),
+        ))
     }
 
     fn free(&mut self) {

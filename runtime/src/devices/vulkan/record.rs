@@ -179,13 +179,15 @@ fn check(
     Ok(())
 }
 
-/// Records `dispatches` over `arenas`.
+/// Records `dispatches` over `arenas`; with `timestamps` (a pool of one query more than
+/// dispatches, profiling only) each dispatch is bracketed by timestamps.
 pub(super) fn record(
     ctx: &Arc<Ctx>,
     arenas: &[(Arena, &Buffer)],
     kernels: &[VulkanKernel],
     dispatches: &[Dispatch],
     budget: Option<u64>,
+    timestamps: Option<vk::QueryPool>,
 ) -> Result<VulkanRecording, DeviceError> {
     ctx.live()?;
     check(ctx, arenas, kernels, dispatches)?;
@@ -252,6 +254,10 @@ pub(super) fn record(
         unsafe {
             d.begin_command_buffer(seg.cb, &vk::CommandBufferBeginInfo::default())
                 .map_err(other("vkBeginCommandBuffer"))?;
+            if let Some(q) = timestamps {
+                d.cmd_reset_query_pool(seg.cb, q, 0, dispatches.len() as u32 + 1);
+                d.cmd_write_timestamp(seg.cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, q, 0);
+            }
             let mut bound = vk::Pipeline::null();
             for i in range.clone() {
                 let x = &dispatches[i];
@@ -275,6 +281,10 @@ pub(super) fn record(
                     vk::PipelineStageFlags::ALL_COMMANDS,
                     vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
                 );
+                if let Some(q) = timestamps {
+                    let at = i as u32 + 1;
+                    d.cmd_write_timestamp(seg.cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, q, at);
+                }
             }
             barrier(
                 d,

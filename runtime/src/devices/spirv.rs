@@ -1,0 +1,86 @@
+//! Reading a bundle's SPIR-V kernel code, for the Vulkan and wgpu devices.
+//!
+//! Invariant: a kernel's module is a whole number of little-endian words starting with the
+//! SPIR-V magic, and declares bindings `0..n` of descriptor set 0 with its error words at
+//! `n - 1` (poot-codegen-spirv's binding model); anything else is refused with the kernel's
+//! name.
+
+use crate::error::DeviceError;
+use poot_bundle::KernelCode;
+
+const MAGIC: u32 = 0x0723_0203;
+const OP_DECORATE: u32 = 71;
+const DECORATION_BINDING: u32 = 33;
+
+fn bad(name: &str, why: impl std::fmt::Display) -> DeviceError {
+    DeviceError::Other(format!("kernel {name}: {why}"))
+}
+
+/// The module's words, and how many bindings it declares (one past the highest).
+pub(crate) fn parse(code: &KernelCode) -> Result<(Vec<u32>, u32), DeviceError> {
+    if !code.code.len().is_multiple_of(4) || code.code.len() < 20 {
+        return Err(bad(
+            &code.name,
+            format!("{} bytes are not a SPIR-V module", code.code.len()),
+        ));
+    }
+    let words: Vec<u32> = code
+        .code
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    if words[0] != MAGIC {
+        return Err(bad(
+            &code.name,
+            format!("magic {:#x} is not SPIR-V's", words[0]),
+        ));
+    }
+    let mut at = 5;
+    let mut bindings = 0;
+    while at < words.len() {
+        let (count, op) = ((words[at] >> 16) as usize, words[at] & 0xFFFF);
+        if count == 0 || at + count > words.len() {
+            return Err(bad(
+                &code.name,
+                format!("truncated instruction at word {at}"),
+            ));
+        }
+        if op == OP_DECORATE && count == 4 && words[at + 2] == DECORATION_BINDING {
+            bindings = bindings.max(words[at + 3] + 1);
+        }
+        at += count;
+    }
+    if bindings == 0 {
+        return Err(bad(
+            &code.name,
+            "declares no buffer bindings (not even its error words)",
+        ));
+    }
+    Ok((words, bindings))
+}
+
+const OP_MEMBER_DECORATE: u32 = 72;
+const DECORATION_NON_WRITABLE: u32 = 24;
+
+/// `words` without `NonWritable` decorations, so every buffer is read-write to the module's
+/// consumer. wgpu treats a read-only and a read-write binding of one buffer in a dispatch as
+/// conflicting uses, and poot binds ranges of one arena both ways; declaring all of them
+/// read-write is one use. Dropping the decoration changes no behaviour: the module never
+/// stores to those buffers.
+#[cfg(feature = "wgpu")]
+pub(crate) fn all_writable(words: &[u32]) -> Vec<u32> {
+    let mut out = words[..5.min(words.len())].to_vec();
+    let mut at = 5;
+    while at < words.len() {
+        let count = ((words[at] >> 16) as usize).max(1);
+        let inst = &words[at..(at + count).min(words.len())];
+        let op = inst[0] & 0xFFFF;
+        let drop = (op == OP_DECORATE && inst.get(2) == Some(&DECORATION_NON_WRITABLE))
+            || (op == OP_MEMBER_DECORATE && inst.get(3) == Some(&DECORATION_NON_WRITABLE));
+        if !drop {
+            out.extend_from_slice(inst);
+        }
+        at += count;
+    }
+    out
+}

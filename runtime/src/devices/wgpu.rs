@@ -1,0 +1,646 @@
+//! The wgpu device (feature `wgpu`): SPIR-V kernels through naga, pipelines and bind groups
+//! built once per entry, the dispatch list cached and encoded again each replay.
+//!
+//! Invariants:
+//! - One storage buffer per arena. Every binding is read-write, in the bind group layout and
+//!   in the module (its `NonWritable` decorations are dropped), so several ranges of one
+//!   arena bound in one dispatch are one use and never a conflict.
+//! - A replay encodes the cached dispatches in one compute pass, then copies the readback
+//!   arena and the entry's error words into one mappable buffer, and submits once;
+//!   `synchronize` maps that buffer with a bounded wait, keeps the readback bytes on the host
+//!   (the step's reads are served from them) and turns a set error word into a `Fault` naming
+//!   the kernel and code (the words are cleared again).
+//! - Validation and out-of-memory errors of creation calls are caught in error scopes and
+//!   returned; any other error wgpu reports (an uncaptured one) and the device-lost callback
+//!   poison the device, as does a wait past the timeout. A poisoned device refuses every call.
+
+use crate::device::Device;
+use crate::error::DeviceError;
+use poot_bundle::{Arena, ArenaSizes, Dispatch, KernelCode, Target};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How to open a wgpu device.
+#[derive(Clone, Debug)]
+pub struct WgpuOptions {
+    /// Use the first adapter whose name contains this; the high-performance one when `None`.
+    pub name: Option<String>,
+    /// Bound on every wait for the device.
+    pub timeout: Duration,
+}
+
+impl Default for WgpuOptions {
+    fn default() -> WgpuOptions {
+        WgpuOptions {
+            name: None,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+const ARENAS: [Arena; 5] = [
+    Arena::Weights,
+    Arena::State,
+    Arena::Slots,
+    Arena::Scratch,
+    Arena::Readback,
+];
+
+/// Host writes move at most this many bytes per `write_buffer`.
+const CHUNK: usize = 64 << 20;
+
+fn slot(a: Arena) -> usize {
+    ARENAS.iter().position(|&x| x == a).unwrap_or(0)
+}
+
+/// A loaded kernel.
+pub struct WgpuKernel {
+    name: String,
+    bindings: u32,
+    layout: wgpu::BindGroupLayout,
+    pipeline: wgpu::ComputePipeline,
+}
+
+/// A cached dispatch list.
+pub struct WgpuRecording {
+    steps: Vec<(usize, wgpu::BindGroup, [u32; 3])>,
+    errors: wgpu::Buffer,
+    stride: u64,
+    kernels: Vec<String>,
+}
+
+/// What a submitted replay left to check.
+struct Pending {
+    index: wgpu::SubmissionIndex,
+    /// Bytes of readback at the start of the map buffer, then the error words.
+    readback: u64,
+    errors: u64,
+    stride: u64,
+    kernels: Vec<String>,
+    words: wgpu::Buffer,
+}
+
+/// One wgpu adapter and device.
+pub struct WgpuDevice {
+    device: wgpu::Device,
+    queue: wgpu::Queue,
+    info: wgpu::AdapterInfo,
+    limits: wgpu::Limits,
+    native32: bool,
+    arenas: Vec<wgpu::Buffer>,
+    map: Option<wgpu::Buffer>,
+    host_readback: Option<Vec<u8>>,
+    pending: Option<Pending>,
+    transient: Vec<WgpuRecording>,
+    /// Set by the device-lost callback and the uncaptured-error handler.
+    lost: Arc<Mutex<Option<String>>>,
+    poisoned: Option<String>,
+    timeout: Duration,
+}
+
+fn other(what: impl std::fmt::Display) -> DeviceError {
+    DeviceError::Other(what.to_string())
+}
+
+impl WgpuDevice {
+    /// Opens an adapter; `Unavailable` when none is found.
+    pub fn new(opts: &WgpuOptions) -> Result<WgpuDevice, DeviceError> {
+        let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
+            backends: wgpu::Backends::PRIMARY,
+            ..wgpu::InstanceDescriptor::new_without_display_handle()
+        });
+        let adapter = match &opts.name {
+            Some(want) => pollster::block_on(instance.enumerate_adapters(wgpu::Backends::PRIMARY))
+                .into_iter()
+                .find(|a| a.get_info().name.contains(want.as_str()))
+                .ok_or_else(|| {
+                    DeviceError::Unavailable(format!("no wgpu adapter named like `{want}`"))
+                })?,
+            None => pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                ..Default::default()
+            }))
+            .map_err(|e| DeviceError::Unavailable(format!("no wgpu adapter: {e}")))?,
+        };
+        let info = adapter.get_info();
+        let limits = adapter.limits();
+        let mut features = wgpu::Features::empty();
+        if adapter.features().contains(wgpu::Features::SUBGROUP) {
+            features |= wgpu::Features::SUBGROUP;
+        }
+        let native32 = features.contains(wgpu::Features::SUBGROUP)
+            && info.subgroup_min_size == 32
+            && info.subgroup_max_size == 32;
+        let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("poot"),
+            required_features: features,
+            required_limits: limits.clone(),
+            ..Default::default()
+        }))
+        .map_err(|e| DeviceError::Unavailable(format!("{}: {e}", info.name)))?;
+        let lost = Arc::new(Mutex::new(None));
+        let on_lost = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            if let Ok(mut l) = on_lost.lock() {
+                l.get_or_insert(format!("device lost ({reason:?}): {msg}"));
+            }
+        });
+        let on_error = lost.clone();
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            if let Ok(mut l) = on_error.lock() {
+                l.get_or_insert(format!("uncaptured wgpu error: {e}"));
+            }
+        }));
+        Ok(WgpuDevice {
+            device,
+            queue,
+            info,
+            limits,
+            native32,
+            arenas: Vec::new(),
+            map: None,
+            host_readback: None,
+            pending: None,
+            transient: Vec::new(),
+            lost,
+            poisoned: None,
+            timeout: opts.timeout,
+        })
+    }
+
+    /// The adapter's subgroup sizes (min, max).
+    pub fn subgroup_sizes(&self) -> (u32, u32) {
+        (self.info.subgroup_min_size, self.info.subgroup_max_size)
+    }
+
+    /// Whether the adapter is a CPU implementation (lavapipe, WARP).
+    pub fn is_cpu(&self) -> bool {
+        self.info.device_type == wgpu::DeviceType::Cpu
+    }
+
+    fn poison(&mut self, e: DeviceError) -> DeviceError {
+        self.poisoned.get_or_insert_with(|| e.to_string());
+        e
+    }
+
+    /// `Ok` while the device is usable.
+    fn live(&mut self) -> Result<(), DeviceError> {
+        let lost = self.lost.lock().ok().and_then(|l| l.clone());
+        if let Some(why) = lost {
+            self.poisoned.get_or_insert(why);
+        }
+        match &self.poisoned {
+            None => Ok(()),
+            Some(why) => Err(DeviceError::Lost(format!(
+                "the wgpu device is poisoned by an earlier failure: {why}"
+            ))),
+        }
+    }
+
+    /// Runs `f` inside validation and out-of-memory error scopes.
+    fn scoped<T>(&self, what: &str, f: impl FnOnce(&wgpu::Device) -> T) -> Result<T, DeviceError> {
+        let oom = self.device.push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+        let invalid = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let out = f(&self.device);
+        let e1 = pollster::block_on(invalid.pop());
+        let e2 = pollster::block_on(oom.pop());
+        match e1.or(e2) {
+            Some(e) => Err(other(format!("{what}: {e}"))),
+            None => Ok(out),
+        }
+    }
+
+    fn buffer(
+        &self,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        label: &str,
+    ) -> Result<wgpu::Buffer, DeviceError> {
+        let size = size.max(256).div_ceil(4) * 4;
+        self.scoped(&format!("allocating {size} bytes for {label}"), |d| {
+            d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some(label),
+                size,
+                usage,
+                mapped_at_creation: false,
+            })
+        })
+    }
+
+    fn arena(&self, a: Arena, offset: u64, len: u64) -> Result<&wgpu::Buffer, DeviceError> {
+        let b = self
+            .arenas
+            .get(slot(a))
+            .ok_or_else(|| other(format!("the {a:?} arena is not allocated")))?;
+        if offset.checked_add(len).is_none_or(|end| end > b.size()) {
+            return Err(other(format!(
+                "{len} bytes at {offset} leave the {a:?} arena of {} bytes",
+                b.size()
+            )));
+        }
+        Ok(b)
+    }
+
+    /// Waits for submission `index`, at most the timeout; a timeout or failure poisons.
+    fn wait(&mut self, index: wgpu::SubmissionIndex) -> Result<(), DeviceError> {
+        let polled = self.device.poll(wgpu::PollType::Wait {
+            submission_index: Some(index),
+            timeout: Some(self.timeout),
+        });
+        match polled {
+            Ok(_) => self.live(),
+            Err(wgpu::PollError::Timeout) => Err(self.poison(DeviceError::Timeout(self.timeout))),
+            Err(e) => Err(self.poison(DeviceError::Lost(format!("{}: {e}", self.info.name)))),
+        }
+    }
+
+    /// Maps `range` of `buf` for reading after submission `index`, and copies it out.
+    fn map_read(
+        &mut self,
+        buf: &wgpu::Buffer,
+        len: u64,
+        index: wgpu::SubmissionIndex,
+    ) -> Result<Vec<u8>, DeviceError> {
+        let done = Arc::new(Mutex::new(None));
+        let flag = done.clone();
+        buf.slice(..len).map_async(wgpu::MapMode::Read, move |r| {
+            if let Ok(mut f) = flag.lock() {
+                *f = Some(r);
+            }
+        });
+        self.wait(index)?;
+        let mapped = done.lock().ok().and_then(|mut f| f.take());
+        match mapped {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(self.poison(DeviceError::Lost(format!("map: {e}")))),
+            None => {
+                return Err(self.poison(DeviceError::Lost(
+                    "the mapping did not complete after its submission".into(),
+                )));
+            }
+        }
+        let bytes = match buf.slice(..len).get_mapped_range() {
+            Ok(view) => view.to_vec(),
+            Err(e) => return Err(self.poison(DeviceError::Lost(format!("map: {e}")))),
+        };
+        buf.unmap();
+        Ok(bytes)
+    }
+
+    fn build(
+        &self,
+        kernels: &[WgpuKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<WgpuRecording, DeviceError> {
+        let stride = u64::from(self.limits.min_storage_buffer_offset_alignment).max(4);
+        let n = dispatches.len() as u64;
+        let errors = self.buffer(
+            (n.max(1) * stride).max(256),
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_SRC
+                | wgpu::BufferUsages::COPY_DST,
+            "error words",
+        )?;
+        let mut steps = Vec::with_capacity(dispatches.len());
+        let mut names = Vec::with_capacity(dispatches.len());
+        for (i, d) in dispatches.iter().enumerate() {
+            let k = kernels
+                .get(d.kernel as usize)
+                .ok_or_else(|| other(format!("dispatch {i}: no kernel {}", d.kernel)))?;
+            let bad = |why: String| other(format!("dispatch {i} ({}): {why}", k.name));
+            if d.bindings.len() as u32 + 1 != k.bindings {
+                return Err(bad(format!(
+                    "{} buffers bound, the module declares {} besides its error words",
+                    d.bindings.len(),
+                    k.bindings - 1
+                )));
+            }
+            let lim = self.limits.max_compute_workgroups_per_dimension;
+            if d.grid.iter().any(|&g| g > lim) {
+                return Err(bad(format!(
+                    "grid {:?} exceeds {lim} per dimension",
+                    d.grid
+                )));
+            }
+            let mut entries = Vec::with_capacity(d.bindings.len() + 1);
+            for (j, b) in d.bindings.iter().enumerate() {
+                let buf = self
+                    .arena(b.arena, b.offset, b.len)
+                    .map_err(|e| bad(e.to_string()))?;
+                if b.len > self.limits.max_storage_buffer_binding_size {
+                    return Err(bad(format!(
+                        "a {}-byte binding exceeds the adapter's {} bytes",
+                        b.len, self.limits.max_storage_buffer_binding_size
+                    )));
+                }
+                entries.push(wgpu::BindGroupEntry {
+                    binding: j as u32,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: buf,
+                        offset: b.offset,
+                        size: wgpu::BufferSize::new(b.len.max(4).div_ceil(4) * 4),
+                    }),
+                });
+            }
+            entries.push(wgpu::BindGroupEntry {
+                binding: d.bindings.len() as u32,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: &errors,
+                    offset: i as u64 * stride,
+                    size: wgpu::BufferSize::new(4),
+                }),
+            });
+            let group = self.scoped(&format!("dispatch {i} ({}): bind group", k.name), |dev| {
+                dev.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: None,
+                    layout: &k.layout,
+                    entries: &entries,
+                })
+            })?;
+            steps.push((d.kernel as usize, group, d.grid));
+            names.push(k.name.clone());
+        }
+        Ok(WgpuRecording {
+            steps,
+            errors,
+            stride,
+            kernels: names,
+        })
+    }
+
+    fn submit(&mut self, kernels: &[WgpuKernel], rec: &WgpuRecording) -> Result<(), DeviceError> {
+        self.live()?;
+        if self.pending.is_some() {
+            self.synchronize()?;
+        }
+        let readback = self.arena(Arena::Readback, 0, 0)?.size();
+        let errors = rec.errors.size();
+        let need = readback + errors;
+        if self.map.as_ref().is_none_or(|m| m.size() < need) {
+            self.map = Some(self.buffer(
+                need,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                "readback map",
+            )?);
+        }
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        {
+            let mut pass = enc.begin_compute_pass(&Default::default());
+            for (k, group, grid) in &rec.steps {
+                let k = kernels
+                    .get(*k)
+                    .ok_or_else(|| other(format!("no kernel {k}")))?;
+                pass.set_pipeline(&k.pipeline);
+                pass.set_bind_group(0, group, &[]);
+                pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+            }
+        }
+        let map = self.map.as_ref().ok_or_else(|| other("no map buffer"))?;
+        let rb = self.arena(Arena::Readback, 0, 0)?;
+        enc.copy_buffer_to_buffer(rb, 0, map, 0, readback);
+        enc.copy_buffer_to_buffer(&rec.errors, 0, map, readback, errors);
+        let index = self.queue.submit([enc.finish()]);
+        self.host_readback = None;
+        self.pending = Some(Pending {
+            index,
+            readback,
+            errors,
+            stride: rec.stride,
+            kernels: rec.kernels.clone(),
+            words: rec.errors.clone(),
+        });
+        Ok(())
+    }
+
+    /// Submits `f`'s commands alone and waits.
+    fn one_shot(&mut self, f: impl FnOnce(&mut wgpu::CommandEncoder)) -> Result<(), DeviceError> {
+        self.live()?;
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        f(&mut enc);
+        let index = self.queue.submit([enc.finish()]);
+        self.wait(index)
+    }
+}
+
+impl Device for WgpuDevice {
+    type Kernel = WgpuKernel;
+    type Recording = WgpuRecording;
+
+    fn describe(&self) -> String {
+        format!(
+            "{} (wgpu {:?}, subgroup {}-{})",
+            self.info.name,
+            self.info.backend,
+            self.info.subgroup_min_size,
+            self.info.subgroup_max_size
+        )
+    }
+
+    fn accepts(&self) -> Vec<Target> {
+        let mut t = Vec::new();
+        if self.native32 {
+            t.push(Target::Spirv {
+                native_subgroups: true,
+            });
+        }
+        t.push(Target::Spirv {
+            native_subgroups: false,
+        });
+        t
+    }
+
+    fn alloc(&mut self, s: &ArenaSizes) -> Result<(), DeviceError> {
+        self.live()?;
+        self.free();
+        let usage = wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST;
+        for (a, size) in ARENAS
+            .into_iter()
+            .zip([s.weights, s.state, s.slots, s.scratch, s.readback])
+        {
+            let b = self.buffer(size, usage, &format!("{a:?} arena"))?;
+            self.arenas.push(b);
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, arena: Arena, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.live()?;
+        let buf = self.arena(arena, offset, data.len() as u64)?.clone();
+        if !offset.is_multiple_of(4) {
+            return Err(other(format!("a write at {offset} is not 4-byte aligned")));
+        }
+        for (i, chunk) in data.chunks(CHUNK).enumerate() {
+            let at = offset + (i * CHUNK) as u64;
+            if chunk.len().is_multiple_of(4) {
+                self.queue.write_buffer(&buf, at, chunk);
+            } else {
+                // wgpu writes whole words: the last word of an odd-sized write (the end of
+                // the weights section) is completed with zeros.
+                let mut padded = chunk.to_vec();
+                padded.resize(chunk.len().div_ceil(4) * 4, 0);
+                if at + padded.len() as u64 > buf.size() {
+                    return Err(other("an unaligned write reaches the end of its arena"));
+                }
+                self.queue.write_buffer(&buf, at, &padded);
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&mut self, arena: Arena, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
+        self.live()?;
+        self.synchronize()?;
+        let len = out.len() as u64;
+        self.arena(arena, offset, len)?;
+        if arena == Arena::Readback
+            && let Some(h) = &self.host_readback
+            && let Some(src) = h.get(offset as usize..(offset + len) as usize)
+        {
+            out.copy_from_slice(src);
+            return Ok(());
+        }
+        let start = offset / 4 * 4;
+        let end = (offset + len).div_ceil(4) * 4;
+        let buf = self.arena(arena, 0, 0)?.clone();
+        let end = end.min(buf.size());
+        let tmp = self.buffer(
+            end - start,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            "read",
+        )?;
+        let mut enc = self.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&buf, start, &tmp, 0, end - start);
+        let index = self.queue.submit([enc.finish()]);
+        let bytes = self.map_read(&tmp, end - start, index)?;
+        let skip = (offset - start) as usize;
+        out.copy_from_slice(&bytes[skip..skip + out.len()]);
+        Ok(())
+    }
+
+    fn zero(&mut self, arena: Arena) -> Result<(), DeviceError> {
+        let buf = self.arena(arena, 0, 0)?.clone();
+        self.one_shot(|enc| enc.clear_buffer(&buf, 0, None))
+    }
+
+    fn load_kernel(&mut self, code: &KernelCode) -> Result<WgpuKernel, DeviceError> {
+        self.live()?;
+        let (words, bindings) = super::spirv::parse(code)?;
+        let words = super::spirv::all_writable(&words);
+        let entries: Vec<wgpu::BindGroupLayoutEntry> = (0..bindings)
+            .map(|i| wgpu::BindGroupLayoutEntry {
+                binding: i,
+                visibility: wgpu::ShaderStages::COMPUTE,
+                ty: wgpu::BindingType::Buffer {
+                    ty: wgpu::BufferBindingType::Storage { read_only: false },
+                    has_dynamic_offset: false,
+                    min_binding_size: None,
+                },
+                count: None,
+            })
+            .collect();
+        self.scoped(&format!("kernel {}", code.name), |d| {
+            let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(&code.name),
+                source: wgpu::ShaderSource::SpirV(words.into()),
+            });
+            let layout = d.create_bind_group_layout(&wgpu::BindGroupLayoutDescriptor {
+                label: Some(&code.name),
+                entries: &entries,
+            });
+            let pl = d.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
+                label: Some(&code.name),
+                bind_group_layouts: &[Some(&layout)],
+                immediate_size: 0,
+            });
+            let pipeline = d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(&code.name),
+                layout: Some(&pl),
+                module: &module,
+                entry_point: Some(&code.name),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+            WgpuKernel {
+                name: code.name.clone(),
+                bindings,
+                layout,
+                pipeline,
+            }
+        })
+    }
+
+    fn record(
+        &mut self,
+        kernels: &[WgpuKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<WgpuRecording, DeviceError> {
+        self.live()?;
+        self.build(kernels, dispatches)
+    }
+
+    fn replay(&mut self, kernels: &[WgpuKernel], rec: &WgpuRecording) -> Result<(), DeviceError> {
+        self.submit(kernels, rec)
+    }
+
+    fn eager(
+        &mut self,
+        kernels: &[WgpuKernel],
+        dispatches: &[Dispatch],
+    ) -> Result<(), DeviceError> {
+        let rec = self.build(kernels, dispatches)?;
+        let sent = self.submit(kernels, &rec);
+        self.transient.push(rec);
+        sent
+    }
+
+    fn synchronize(&mut self) -> Result<(), DeviceError> {
+        self.live()?;
+        let Some(p) = self.pending.take() else {
+            return Ok(());
+        };
+        let map = self.map.clone().ok_or_else(|| other("no map buffer"))?;
+        let bytes = self.map_read(&map, p.readback + p.errors, p.index)?;
+        self.transient.clear();
+        let (rb, words) = bytes.split_at(p.readback as usize);
+        self.host_readback = Some(rb.to_vec());
+        let mut fault = None;
+        for (i, kernel) in p.kernels.iter().enumerate() {
+            let at = i * p.stride as usize;
+            let w = words
+                .get(at..at + 4)
+                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+            if w != 0 {
+                fault.get_or_insert(DeviceError::Fault {
+                    kernel: kernel.clone(),
+                    code: w,
+                    detail: format!(
+                        "dispatch {i} of {} set its error word (a failed kernel check); its \
+                         results are discarded",
+                        p.kernels.len()
+                    ),
+                });
+            }
+        }
+        match fault {
+            Some(f) => {
+                self.host_readback = None;
+                let words = p.words;
+                self.one_shot(|enc| enc.clear_buffer(&words, 0, None))?;
+                Err(f)
+            }
+            None => Ok(()),
+        }
+    }
+
+    fn free(&mut self) {
+        self.pending = None;
+        self.transient.clear();
+        self.host_readback = None;
+        self.map = None;
+        for b in self.arenas.drain(..) {
+            b.destroy();
+        }
+    }
+}
