@@ -71,23 +71,23 @@ type AnyError = Box<dyn std::error::Error>;
 
 /// An opened device, as an engine.
 enum Opened {
-    Reference(Engine<ReferenceDevice>),
-    Vulkan(Engine<VulkanDevice>),
+    Reference(Box<Engine<ReferenceDevice>>),
+    Vulkan(Box<Engine<VulkanDevice>>),
     #[cfg(feature = "cuda")]
-    Cuda(Engine<poot_runtime::devices::cuda::CudaDevice>),
+    Cuda(Box<Engine<poot_runtime::devices::cuda::CudaDevice>>),
     #[cfg(feature = "wgpu")]
-    Wgpu(Engine<poot_runtime::devices::wgpu::WgpuDevice>),
+    Wgpu(Box<Engine<poot_runtime::devices::wgpu::WgpuDevice>>),
 }
 
 impl Opened {
     fn boxed(self) -> Box<dyn Executor> {
         match self {
-            Opened::Reference(e) => Box::new(e),
-            Opened::Vulkan(e) => Box::new(e),
+            Opened::Reference(e) => e,
+            Opened::Vulkan(e) => e,
             #[cfg(feature = "cuda")]
-            Opened::Cuda(e) => Box::new(e),
+            Opened::Cuda(e) => e,
             #[cfg(feature = "wgpu")]
-            Opened::Wgpu(e) => Box::new(e),
+            Opened::Wgpu(e) => e,
         }
     }
 
@@ -106,20 +106,22 @@ impl Opened {
 /// Opens the device called `name`.
 fn open_one(name: &str) -> Result<Opened, AnyError> {
     match name {
-        "reference" => Ok(Opened::Reference(Engine::new(ReferenceDevice::new()))),
-        "vulkan" => Ok(Opened::Vulkan(Engine::new(VulkanDevice::new(
+        "reference" => Ok(Opened::Reference(Box::new(Engine::new(
+            ReferenceDevice::new(),
+        )))),
+        "vulkan" => Ok(Opened::Vulkan(Box::new(Engine::new(VulkanDevice::new(
             &VulkanOptions::default(),
-        )?))),
+        )?)))),
         #[cfg(feature = "cuda")]
-        "cuda" => Ok(Opened::Cuda(Engine::new(
+        "cuda" => Ok(Opened::Cuda(Box::new(Engine::new(
             poot_runtime::devices::cuda::CudaDevice::new(0)?,
-        ))),
+        )))),
         #[cfg(not(feature = "cuda"))]
         "cuda" => Err("this build of poot has no CUDA support (build with --features cuda)".into()),
         #[cfg(feature = "wgpu")]
-        "wgpu" => Ok(Opened::Wgpu(Engine::new(
+        "wgpu" => Ok(Opened::Wgpu(Box::new(Engine::new(
             poot_runtime::devices::wgpu::WgpuDevice::new(&Default::default())?,
-        ))),
+        )))),
         #[cfg(not(feature = "wgpu"))]
         "wgpu" => Err("this build of poot has no wgpu support (build with --features wgpu)".into()),
         other => {
@@ -318,12 +320,12 @@ fn run(cli: Cli) -> Result<(), AnyError> {
         } => {
             let b = poot_bundle::open(&bundle)?;
             match open_device(&device, &b)? {
-                Opened::Reference(e) => bench(e, &b, steps, profile),
-                Opened::Vulkan(e) => bench(e, &b, steps, profile),
+                Opened::Reference(e) => bench(*e, &b, steps, profile),
+                Opened::Vulkan(e) => bench(*e, &b, steps, profile),
                 #[cfg(feature = "cuda")]
-                Opened::Cuda(e) => bench(e, &b, steps, profile),
+                Opened::Cuda(e) => bench(*e, &b, steps, profile),
                 #[cfg(feature = "wgpu")]
-                Opened::Wgpu(e) => bench(e, &b, steps, profile),
+                Opened::Wgpu(e) => bench(*e, &b, steps, profile),
             }
         }
     }

@@ -3,8 +3,8 @@
 //!
 //! Invariants: dispatch `i` binds its buffers as arena ranges (checked against the arena, the
 //! device's offset alignment and its storage range) and its error binding at word
-//! `i * stride / 4` of the recording's error buffer; a full memory barrier follows every
-//! dispatch, and a device-to-host barrier ends every command buffer; with a watchdog budget
+//! `i * stride / 4` of the recording's error buffer; a global memory barrier (compute to
+//! compute) follows every dispatch, and a device-to-host barrier ends every command buffer; with a watchdog budget
 //! the dispatches are cut into consecutive segments whose summed work weight stays within it
 //! (a single heavier dispatch gets a segment of its own), without one the entry is one
 //! command buffer. Nothing is destroyed while a submission of it may be pending.
@@ -278,8 +278,8 @@ pub(super) fn record(
                 barrier(
                     d,
                     seg.cb,
-                    vk::PipelineStageFlags::ALL_COMMANDS,
-                    vk::AccessFlags::MEMORY_READ | vk::AccessFlags::MEMORY_WRITE,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
                 );
                 if let Some(q) = timestamps {
                     let at = i as u32 + 1;
@@ -306,7 +306,10 @@ fn kernels_bindings(kernels: &[VulkanKernel], dispatches: &[Dispatch]) -> u32 {
         .sum()
 }
 
-/// A full memory barrier from everything before to `dst` work.
+/// A global memory barrier (every buffer, not a range) from the compute work before to
+/// `dst` work. A recording holds only dispatches, so the compute stage and shader writes
+/// cover all of it. `ALL_COMMANDS` with `MEMORY_*` access instead cost the H200 about 2.5 us
+/// more per dispatch (SmolLM2 decode: 444 instead of 605 tok/s, BENCHMARKS.md).
 ///
 /// # Safety
 /// `cb` is recording.
@@ -317,13 +320,13 @@ unsafe fn barrier(
     access: vk::AccessFlags,
 ) {
     let m = [vk::MemoryBarrier::default()
-        .src_access_mask(vk::AccessFlags::MEMORY_WRITE)
+        .src_access_mask(vk::AccessFlags::SHADER_WRITE)
         .dst_access_mask(access)];
     // SAFETY: per the caller.
     unsafe {
         d.cmd_pipeline_barrier(
             cb,
-            vk::PipelineStageFlags::ALL_COMMANDS,
+            vk::PipelineStageFlags::COMPUTE_SHADER,
             dst,
             vk::DependencyFlags::empty(),
             &m,
