@@ -36,10 +36,8 @@ enum Cmd {
         /// Tokens to generate at most.
         #[arg(long, default_value_t = 128)]
         max_tokens: usize,
-        /// The device: auto (CUDA, else Vulkan, else the CPU reference), cuda, vulkan, wgpu
-        /// or reference.
-        #[arg(long, default_value = "auto")]
-        device: String,
+        #[command(flatten)]
+        device: DeviceArgs,
     },
     /// Decode speed with and without capture, host time per token, and the bandwidth floor.
     Bench {
@@ -48,13 +46,28 @@ enum Cmd {
         /// Timed decode steps per mode.
         #[arg(long, default_value_t = 200)]
         steps: usize,
-        /// The device: auto, cuda, vulkan, wgpu or reference.
-        #[arg(long, default_value = "auto")]
-        device: String,
+        #[command(flatten)]
+        device: DeviceArgs,
         /// Also print device time per kernel of one eager step (at position 64).
         #[arg(long)]
         profile: bool,
     },
+}
+
+/// Which device, and how it waits.
+#[derive(clap::Args)]
+struct DeviceArgs {
+    /// The device: auto (CUDA, else Vulkan, else the CPU reference), cuda, vulkan, wgpu or
+    /// reference.
+    #[arg(long, default_value = "auto")]
+    device: String,
+    /// Bound on every wait for a Vulkan or wgpu device, in seconds; a longer wait is an error.
+    #[arg(long, default_value_t = 600)]
+    timeout_s: u64,
+    /// Vulkan watchdog budget in the planner's work units per command buffer: a replay
+    /// becomes several submissions (for devices whose display watchdog kills long ones).
+    #[arg(long)]
+    watchdog: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -104,13 +117,18 @@ impl Opened {
 }
 
 /// Opens the device called `name`.
-fn open_one(name: &str) -> Result<Opened, AnyError> {
+fn open_one(name: &str, args: &DeviceArgs) -> Result<Opened, AnyError> {
+    let timeout = std::time::Duration::from_secs(args.timeout_s);
     match name {
         "reference" => Ok(Opened::Reference(Box::new(Engine::new(
             ReferenceDevice::new(),
         )))),
         "vulkan" => Ok(Opened::Vulkan(Box::new(Engine::new(VulkanDevice::new(
-            &VulkanOptions::default(),
+            &VulkanOptions {
+                name: None,
+                timeout,
+                watchdog: args.watchdog,
+            },
         )?)))),
         #[cfg(feature = "cuda")]
         "cuda" => Ok(Opened::Cuda(Box::new(Engine::new(
@@ -120,7 +138,12 @@ fn open_one(name: &str) -> Result<Opened, AnyError> {
         "cuda" => Err("this build of poot has no CUDA support (build with --features cuda)".into()),
         #[cfg(feature = "wgpu")]
         "wgpu" => Ok(Opened::Wgpu(Box::new(Engine::new(
-            poot_runtime::devices::wgpu::WgpuDevice::new(&Default::default())?,
+            poot_runtime::devices::wgpu::WgpuDevice::new(
+                &poot_runtime::devices::wgpu::WgpuOptions {
+                    name: None,
+                    timeout,
+                },
+            )?,
         )))),
         #[cfg(not(feature = "wgpu"))]
         "wgpu" => Err("this build of poot has no wgpu support (build with --features wgpu)".into()),
@@ -133,13 +156,13 @@ fn open_one(name: &str) -> Result<Opened, AnyError> {
 /// The device for `--device`: `auto` takes the first of CUDA, Vulkan and the reference
 /// device that opens here and runs one of the bundle's targets, saying why it passed over
 /// the others.
-fn open_device(name: &str, bundle: &poot_bundle::OpenedBundle) -> Result<Opened, AnyError> {
-    if name != "auto" {
-        return open_one(name);
+fn open_device(args: &DeviceArgs, bundle: &poot_bundle::OpenedBundle) -> Result<Opened, AnyError> {
+    if args.device != "auto" {
+        return open_one(&args.device, args);
     }
     let targets: Vec<_> = bundle.manifest().targets.iter().map(|t| t.target).collect();
     for candidate in ["cuda", "vulkan"] {
-        match open_one(candidate) {
+        match open_one(candidate, args) {
             Ok(o) if o.accepts().iter().any(|t| targets.contains(t)) => return Ok(o),
             Ok(o) => eprintln!(
                 "{candidate}: runs {:?}, the bundle has {:?}; trying the next device",
@@ -153,7 +176,7 @@ fn open_device(name: &str, bundle: &poot_bundle::OpenedBundle) -> Result<Opened,
         }
     }
     eprintln!("using the reference device (the CPU interpreter)");
-    open_one("reference")
+    open_one("reference", args)
 }
 
 fn median(v: &mut [f64]) -> f64 {

@@ -76,8 +76,11 @@ fn vulkan_capture_matches_eager_64_steps() {
     }
 }
 
+/// Each step's read-back outputs, by name.
+type Outputs = Vec<Vec<(String, Vec<u8>)>>;
+
 /// Decode outputs of `steps` steps and the submissions each step took.
-fn decode_run(mut e: Engine<VulkanDevice>, steps: usize) -> (Vec<Vec<(String, Vec<u8>)>>, u64) {
+fn decode_run(mut e: Engine<VulkanDevice>, steps: usize) -> (Outputs, u64) {
     let t = target(&e);
     let (_, bundle) = tiny_bundle(Family::Llama, t, 16, 2);
     e.load_weights(&bundle).expect("load_weights");
@@ -225,4 +228,23 @@ fn vulkan_tier3_qwen05() {
     let t = target(&e);
     let (matched, total) = tier3_device(&mut e, Checkpoint::Qwen05, t, 8);
     assert!(matched > 0 && total == 256, "{matched}/{total}");
+}
+
+#[test]
+fn vulkan_unknown_device_name_is_refused() {
+    let opts = VulkanOptions {
+        name: Some("no such device, poot".into()),
+        ..VulkanOptions::default()
+    };
+    match VulkanDevice::new(&opts) {
+        Err(DeviceError::Unavailable(msg)) => {
+            println!("{msg}");
+            assert!(
+                msg.contains("no Vulkan device named like") || msg.contains("no Vulkan driver"),
+                "{msg}"
+            );
+        }
+        Err(other) => panic!("expected Unavailable, got {other}"),
+        Ok(_) => panic!("a device matched an impossible name"),
+    }
 }

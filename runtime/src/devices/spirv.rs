@@ -59,7 +59,9 @@ pub(crate) fn parse(code: &KernelCode) -> Result<(Vec<u32>, u32), DeviceError> {
     Ok((words, bindings))
 }
 
+#[cfg(feature = "wgpu")]
 const OP_MEMBER_DECORATE: u32 = 72;
+#[cfg(feature = "wgpu")]
 const DECORATION_NON_WRITABLE: u32 = 24;
 
 /// `words` without `NonWritable` decorations, so every buffer is read-write to the module's

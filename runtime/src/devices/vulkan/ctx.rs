@@ -74,7 +74,13 @@ impl Ctx {
                 None,
             )
         }
-        .map_err(|r| unavailable("vkCreateInstance", r))?;
+        .map_err(|r| match r {
+            vk::Result::ERROR_INCOMPATIBLE_DRIVER => DeviceError::Unavailable(format!(
+                "no Vulkan driver was found (vkCreateInstance: {r:?}); on a CPU-only machine \
+                 install one with apt-get install mesa-vulkan-drivers"
+            )),
+            _ => unavailable("vkCreateInstance", r),
+        })?;
         let chosen = choose(&instance, want);
         let (pd, props, family) = match chosen {
             Ok(c) => c,
