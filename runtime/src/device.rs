@@ -8,6 +8,31 @@
 use crate::error::DeviceError;
 use poot_bundle::{Arena, ArenaSizes, Dispatch, KernelCode, Target};
 
+/// The arenas in the order devices keep them (`arena_index`).
+pub const ARENAS: [Arena; 5] = [
+    Arena::Weights,
+    Arena::State,
+    Arena::Slots,
+    Arena::Scratch,
+    Arena::Readback,
+];
+
+/// Where `a` is in [`ARENAS`].
+pub fn arena_index(a: Arena) -> usize {
+    match a {
+        Arena::Weights => 0,
+        Arena::State => 1,
+        Arena::Slots => 2,
+        Arena::Scratch => 3,
+        Arena::Readback => 4,
+    }
+}
+
+/// The sizes of `s` in [`ARENAS`] order.
+pub fn arena_sizes(s: &ArenaSizes) -> [u64; 5] {
+    [s.weights, s.state, s.slots, s.scratch, s.readback]
+}
+
 /// One backend.
 pub trait Device {
     /// A loaded kernel.

@@ -73,6 +73,7 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
         .unwrap_or_default()
 }
 
+pub mod faults;
 pub mod tier2;
 pub mod tier3;
 

@@ -3,49 +3,16 @@
 //! then refuses to step until `reset_state`, and works again after it. Unknown entries and
 //! wrong slot data are typed errors that say what is wrong.
 
-use poot_bundle::{EntryKey, Sampling, SlotKind, StepKind, Target};
+use poot_bundle::{SlotKind, Target};
 use poot_compiler::families::Family;
-use poot_compiler::lower::TRAP_CACHE_OVERFLOW;
 use poot_runtime::devices::reference::ReferenceDevice;
-use poot_runtime::{DeviceError, Engine, Executor, RuntimeError};
+use poot_runtime::{Engine, Executor};
+use poot_tests::faults::{decode_key, trap_needs_reset};
 use poot_tests::tier2::tiny_bundle;
-
-fn decode_key(cap: u32) -> EntryKey {
-    EntryKey {
-        program: "generate".into(),
-        kind: StepKind::Decode,
-        rows: 2,
-        cap,
-        sampling: Sampling::Greedy,
-    }
-}
 
 #[test]
 fn trap_needs_reset_then_recovers() {
-    let (_, bundle) = tiny_bundle(Family::Llama, Target::Reference, 16, 2);
-    let mut e = Engine::new(ReferenceDevice::new());
-    e.load_weights(&bundle).unwrap();
-    let id = e.add_entry(&decode_key(16)).unwrap();
-    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
-    let err = e.step(id, &slots(16)).unwrap_err();
-    match &err {
-        RuntimeError::Device {
-            source: DeviceError::Fault { kernel, code, .. },
-            ..
-        } => {
-            assert!(kernel.starts_with("update_slice"), "{err}");
-            assert_eq!(*code, TRAP_CACHE_OVERFLOW);
-        }
-        other => panic!("expected a kernel fault, got {other}"),
-    }
-    let again = e.step(id, &slots(3)).unwrap_err().to_string();
-    assert!(
-        again.contains("call reset_state before stepping again"),
-        "{again}"
-    );
-    e.reset_state().unwrap();
-    let ok = e.step(id, &slots(3)).unwrap();
-    assert_eq!(ok.tokens.len(), 2);
+    trap_needs_reset(&mut Engine::new(ReferenceDevice::new()), Target::Reference);
 }
 
 #[test]

@@ -7,11 +7,11 @@
 //! Without a Vulkan device each test prints `SKIP`, and fails instead when
 //! `POOT_REQUIRE_GPU=1` or `POOT_REQUIRE_LAVAPIPE=1`.
 
-use poot_bundle::{EntryKey, Sampling, SlotKind, StepKind, Target};
+use poot_bundle::{SlotKind, Target};
 use poot_compiler::families::Family;
-use poot_compiler::lower::TRAP_CACHE_OVERFLOW;
 use poot_runtime::devices::vulkan::{VulkanDevice, VulkanOptions};
-use poot_runtime::{DeviceError, Engine, Executor, RuntimeError};
+use poot_runtime::{DeviceError, Engine, Executor};
+use poot_tests::faults::{decode_key, timeout_poisons, trap_needs_reset};
 use poot_tests::tier2::{capture_vs_eager, run_tiny, tiny_bundle};
 use poot_tests::tier3::tier3_device;
 use poot_tests::{Checkpoint, require_gpu};
@@ -40,16 +40,6 @@ fn device(test: &str) -> Option<Engine<VulkanDevice>> {
 /// The best target the device runs.
 fn target(e: &Engine<VulkanDevice>) -> Target {
     e.target_set()[0]
-}
-
-fn decode_key(cap: u32) -> EntryKey {
-    EntryKey {
-        program: "generate".into(),
-        kind: StepKind::Decode,
-        rows: 2,
-        cap,
-        sampling: Sampling::Greedy,
-    }
 }
 
 #[test]
@@ -135,72 +125,22 @@ fn vulkan_watchdog_budget_splits_replay() {
 
 #[test]
 fn vulkan_trap_is_a_typed_fault() {
-    let Some(mut e) = device("vulkan_trap_is_a_typed_fault") else {
-        return;
-    };
-    let (_, bundle) = tiny_bundle(Family::Llama, target(&e), 16, 2);
-    e.load_weights(&bundle).unwrap();
-    let id = e.add_entry(&decode_key(16)).unwrap();
-    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
-    let err = e.step(id, &slots(16)).unwrap_err();
-    match &err {
-        RuntimeError::Device {
-            source: DeviceError::Fault { kernel, code, .. },
-            ..
-        } => {
-            assert!(kernel.starts_with("update_slice"), "{err}");
-            assert_eq!(*code, TRAP_CACHE_OVERFLOW, "{err}");
-        }
-        other => panic!("expected a kernel fault, got {other}"),
+    if let Some(mut e) = device("vulkan_trap_is_a_typed_fault") {
+        let t = target(&e);
+        trap_needs_reset(&mut e, t);
     }
-    println!("trap: {err}");
-    let again = e.step(id, &slots(3)).unwrap_err().to_string();
-    assert!(
-        again.contains("call reset_state before stepping again"),
-        "{again}"
-    );
-    e.reset_state().unwrap();
-    let ok = e.step(id, &slots(3)).unwrap();
-    assert_eq!(ok.tokens.len(), 2);
 }
 
-/// A wait bound far below the work's duration is a typed timeout, and the engine then
-/// refuses everything as poisoned without touching the device.
 #[test]
 fn vulkan_timeout_poisons() {
     let opts = VulkanOptions {
         timeout: Duration::from_nanos(1),
         ..VulkanOptions::default()
     };
-    let Some(mut e) = device_with("vulkan_timeout_poisons", &opts) else {
-        return;
-    };
-    let (_, bundle) = tiny_bundle(Family::Qwen2, target(&e), 64, 2);
-    // Where weights go through staging copies (a discrete GPU) the first wait is in
-    // `load_weights`; on host-visible memory it is the first step's.
-    let first = e.load_weights(&bundle).and_then(|()| {
-        let entry = &bundle.manifest().entries[1];
-        let id = e.add_entry(&entry.key)?;
-        let slots: Vec<_> = entry
-            .slots
-            .iter()
-            .map(|s| (s.kind, vec![0i32; s.len as usize / 4]))
-            .collect();
-        e.step(id, &slots)
-    });
-    let err = first.expect_err("a 1 ns bound cannot hold a prefill step");
-    assert!(
-        matches!(
-            err,
-            RuntimeError::Device {
-                source: DeviceError::Timeout(_),
-                ..
-            }
-        ),
-        "{err}"
-    );
-    let later = e.reset_state().unwrap_err().to_string();
-    assert!(later.contains("poisoned"), "{later}");
+    if let Some(mut e) = device_with("vulkan_timeout_poisons", &opts) {
+        let t = target(&e);
+        timeout_poisons(&mut e, t);
+    }
 }
 
 /// Two prompts on a CPU device (lavapipe takes seconds per token), all eight on a GPU.

@@ -7,12 +7,12 @@
 //! `POOT_REQUIRE_LAVAPIPE=1`.
 #![cfg(feature = "wgpu")]
 
-use poot_bundle::{EntryKey, Sampling, SlotKind, StepKind, Target};
+use poot_bundle::Target;
 use poot_compiler::families::Family;
-use poot_compiler::lower::TRAP_CACHE_OVERFLOW;
 use poot_runtime::devices::wgpu::{WgpuDevice, WgpuOptions};
-use poot_runtime::{DeviceError, Engine, Executor, RuntimeError};
-use poot_tests::tier2::{capture_vs_eager, run_tiny, tiny_bundle};
+use poot_runtime::{Engine, Executor};
+use poot_tests::faults::{timeout_poisons, trap_needs_reset};
+use poot_tests::tier2::{capture_vs_eager, run_tiny};
 use poot_tests::tier3::tier3_device;
 use poot_tests::{Checkpoint, require_gpu};
 use std::time::Duration;
@@ -67,40 +67,10 @@ fn wgpu_capture_matches_eager_64_steps() {
 
 #[test]
 fn wgpu_trap_is_a_typed_fault() {
-    let Some(mut e) = device("wgpu_trap_is_a_typed_fault") else {
-        return;
-    };
-    let (_, bundle) = tiny_bundle(Family::Llama, target(&e), 16, 2);
-    e.load_weights(&bundle).unwrap();
-    let key = EntryKey {
-        program: "generate".into(),
-        kind: StepKind::Decode,
-        rows: 2,
-        cap: 16,
-        sampling: Sampling::Greedy,
-    };
-    let id = e.add_entry(&key).unwrap();
-    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
-    let err = e.step(id, &slots(16)).unwrap_err();
-    match &err {
-        RuntimeError::Device {
-            source: DeviceError::Fault { kernel, code, .. },
-            ..
-        } => {
-            assert!(kernel.starts_with("update_slice"), "{err}");
-            assert_eq!(*code, TRAP_CACHE_OVERFLOW, "{err}");
-        }
-        other => panic!("expected a kernel fault, got {other}"),
+    if let Some(mut e) = device("wgpu_trap_is_a_typed_fault") {
+        let t = target(&e);
+        trap_needs_reset(&mut e, t);
     }
-    println!("trap: {err}");
-    let again = e.step(id, &slots(3)).unwrap_err().to_string();
-    assert!(
-        again.contains("call reset_state before stepping again"),
-        "{again}"
-    );
-    e.reset_state().unwrap();
-    let ok = e.step(id, &slots(3)).unwrap();
-    assert_eq!(ok.tokens.len(), 2);
 }
 
 #[test]
@@ -109,33 +79,10 @@ fn wgpu_timeout_poisons() {
         timeout: Duration::from_nanos(1),
         ..WgpuOptions::default()
     };
-    let Some(mut e) = device_with("wgpu_timeout_poisons", &opts) else {
-        return;
-    };
-    let (_, bundle) = tiny_bundle(Family::Qwen2, target(&e), 64, 2);
-    let first = e.load_weights(&bundle).and_then(|()| {
-        let entry = &bundle.manifest().entries[1];
-        let id = e.add_entry(&entry.key)?;
-        let slots: Vec<_> = entry
-            .slots
-            .iter()
-            .map(|s| (s.kind, vec![0i32; s.len as usize / 4]))
-            .collect();
-        e.step(id, &slots)
-    });
-    let err = first.expect_err("a 1 ns bound cannot hold a prefill step");
-    assert!(
-        matches!(
-            err,
-            RuntimeError::Device {
-                source: DeviceError::Timeout(_),
-                ..
-            }
-        ),
-        "{err}"
-    );
-    let later = e.reset_state().unwrap_err().to_string();
-    assert!(later.contains("poisoned"), "{later}");
+    if let Some(mut e) = device_with("wgpu_timeout_poisons", &opts) {
+        let t = target(&e);
+        timeout_poisons(&mut e, t);
+    }
 }
 
 #[test]

@@ -9,7 +9,7 @@
 //! errors CUDA makes sticky (illegal address, launch failure, a kernel `trap`) are `Lost`,
 //! which poisons the engine.
 
-use crate::device::Device;
+use crate::device::{Device, arena_index, arena_sizes};
 use crate::error::DeviceError;
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
@@ -38,16 +38,6 @@ pub struct CudaKernel {
 pub struct CudaGraph {
     graph: sys::CUgraph,
     exec: sys::CUgraphExec,
-}
-
-fn index(a: Arena) -> usize {
-    match a {
-        Arena::Weights => 0,
-        Arena::State => 1,
-        Arena::Slots => 2,
-        Arena::Scratch => 3,
-        Arena::Readback => 4,
-    }
 }
 
 fn convert(what: &str, e: DriverError) -> DeviceError {
@@ -114,7 +104,7 @@ impl CudaDevice {
     }
 
     fn ptr(&self, arena: Arena, offset: u64, len: u64) -> Result<sys::CUdeviceptr, DeviceError> {
-        let (base, size) = self.arenas[index(arena)];
+        let (base, size) = self.arenas[arena_index(arena)];
         if base == 0 && size > 0 || offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(DeviceError::Other(format!(
                 "{len} bytes at {offset} leave the {arena:?} arena of {size} bytes"
@@ -194,10 +184,7 @@ impl Device for CudaDevice {
 
     fn alloc(&mut self, s: &ArenaSizes) -> Result<(), DeviceError> {
         self.free();
-        for (i, size) in [s.weights, s.state, s.slots, s.scratch, s.readback]
-            .into_iter()
-            .enumerate()
-        {
+        for (i, size) in arena_sizes(s).into_iter().enumerate() {
             let bytes = size.max(256) as usize;
             // SAFETY: a plain allocation, zeroed on our stream before use.
             let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| convert("cuMemAlloc", e))?;
@@ -224,7 +211,7 @@ impl Device for CudaDevice {
     }
 
     fn zero(&mut self, arena: Arena) -> Result<(), DeviceError> {
-        let (p, size) = self.arenas[index(arena)];
+        let (p, size) = self.arenas[arena_index(arena)];
         if size == 0 {
             return Ok(());
         }

@@ -4,7 +4,7 @@
 //! vectors, a recording is the resolved dispatch list, replay runs it in order, and every
 //! access is checked against its binding (out of range is the kernel's fault).
 
-use crate::device::Device;
+use crate::device::{Device, arena_index, arena_sizes};
 use crate::error::DeviceError;
 use crate::reference::{Binding, Prepared};
 use poot_bundle::{Arena, ArenaSizes, Dispatch, KernelCode, Target};
@@ -22,16 +22,6 @@ pub struct Resolved {
     bindings: Vec<Binding>,
 }
 
-fn index(a: Arena) -> usize {
-    match a {
-        Arena::Weights => 0,
-        Arena::State => 1,
-        Arena::Slots => 2,
-        Arena::Scratch => 3,
-        Arena::Readback => 4,
-    }
-}
-
 impl ReferenceDevice {
     /// A device with no arenas yet.
     pub fn new() -> ReferenceDevice {
@@ -40,7 +30,7 @@ impl ReferenceDevice {
 
     fn arena(&mut self, a: Arena) -> Result<&mut Vec<u32>, DeviceError> {
         self.arenas
-            .get_mut(index(a))
+            .get_mut(arena_index(a))
             .ok_or_else(|| DeviceError::Other("arenas are not allocated".into()))
     }
 
@@ -54,7 +44,7 @@ impl ReferenceDevice {
                     .bindings
                     .iter()
                     .map(|b| Binding {
-                        arena: index(b.arena),
+                        arena: arena_index(b.arena),
                         offset: (b.offset / 4) as usize,
                         len: b.len.div_ceil(4) as usize,
                     })
@@ -93,7 +83,7 @@ impl Device for ReferenceDevice {
 
     fn alloc(&mut self, s: &ArenaSizes) -> Result<(), DeviceError> {
         let words = |b: u64| usize::try_from(b.div_ceil(4)).unwrap_or(usize::MAX);
-        self.arenas = [s.weights, s.state, s.slots, s.scratch, s.readback]
+        self.arenas = arena_sizes(s)
             .iter()
             .map(|&b| vec![0u32; words(b)])
             .collect();

@@ -16,6 +16,18 @@ fn bad(name: &str, why: impl std::fmt::Display) -> DeviceError {
     DeviceError::Other(format!("kernel {name}: {why}"))
 }
 
+/// The fault of dispatch `i` of `n`, running `kernel`, whose error word reads `code`.
+pub(crate) fn error_word_fault(kernel: &str, code: u32, i: usize, n: usize) -> DeviceError {
+    DeviceError::Fault {
+        kernel: kernel.to_string(),
+        code,
+        detail: format!(
+            "dispatch {i} of {n} set its error word (a failed kernel check); its results are \
+             discarded"
+        ),
+    }
+}
+
 /// The module's words, and how many bindings it declares (one past the highest).
 pub(crate) fn parse(code: &KernelCode) -> Result<(Vec<u32>, u32), DeviceError> {
     if !code.code.len().is_multiple_of(4) || code.code.len() < 20 {

@@ -14,7 +14,7 @@
 //!   returned; any other error wgpu reports (an uncaptured one) and the device-lost callback
 //!   poison the device, as does a wait past the timeout. A poisoned device refuses every call.
 
-use crate::device::Device;
+use crate::device::{ARENAS, Device, arena_index, arena_sizes};
 use crate::error::DeviceError;
 use poot_bundle::{Arena, ArenaSizes, Dispatch, KernelCode, Target};
 use std::sync::{Arc, Mutex};
@@ -38,20 +38,8 @@ impl Default for WgpuOptions {
     }
 }
 
-const ARENAS: [Arena; 5] = [
-    Arena::Weights,
-    Arena::State,
-    Arena::Slots,
-    Arena::Scratch,
-    Arena::Readback,
-];
-
 /// Host writes move at most this many bytes per `write_buffer`.
 const CHUNK: usize = 64 << 20;
-
-fn slot(a: Arena) -> usize {
-    ARENAS.iter().position(|&x| x == a).unwrap_or(0)
-}
 
 /// A loaded kernel.
 pub struct WgpuKernel {
@@ -230,7 +218,7 @@ impl WgpuDevice {
     fn arena(&self, a: Arena, offset: u64, len: u64) -> Result<&wgpu::Buffer, DeviceError> {
         let b = self
             .arenas
-            .get(slot(a))
+            .get(arena_index(a))
             .ok_or_else(|| other(format!("the {a:?} arena is not allocated")))?;
         if offset.checked_add(len).is_none_or(|end| end > b.size()) {
             return Err(other(format!(
@@ -455,10 +443,7 @@ impl Device for WgpuDevice {
         let usage = wgpu::BufferUsages::STORAGE
             | wgpu::BufferUsages::COPY_SRC
             | wgpu::BufferUsages::COPY_DST;
-        for (a, size) in ARENAS
-            .into_iter()
-            .zip([s.weights, s.state, s.slots, s.scratch, s.readback])
-        {
+        for (a, size) in ARENAS.into_iter().zip(arena_sizes(s)) {
             let b = self.buffer(size, usage, &format!("{a:?} arena"))?;
             self.arenas.push(b);
         }
@@ -612,14 +597,8 @@ impl Device for WgpuDevice {
                 .get(at..at + 4)
                 .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
             if w != 0 {
-                fault.get_or_insert(DeviceError::Fault {
-                    kernel: kernel.clone(),
-                    code: w,
-                    detail: format!(
-                        "dispatch {i} of {} set its error word (a failed kernel check); its \
-                         results are discarded",
-                        p.kernels.len()
-                    ),
+                fault.get_or_insert_with(|| {
+                    super::spirv::error_word_fault(kernel, w, i, p.kernels.len())
                 });
             }
         }

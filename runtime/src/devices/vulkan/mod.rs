@@ -21,7 +21,7 @@ mod record;
 pub use kernel::VulkanKernel;
 pub use record::VulkanRecording;
 
-use crate::device::Device;
+use crate::device::{ARENAS, Device, arena_index, arena_sizes};
 use crate::error::DeviceError;
 use ash::vk;
 use ctx::Ctx;
@@ -54,20 +54,8 @@ impl Default for VulkanOptions {
     }
 }
 
-const ARENAS: [Arena; 5] = [
-    Arena::Weights,
-    Arena::State,
-    Arena::Slots,
-    Arena::Scratch,
-    Arena::Readback,
-];
-
 /// Staging copies move at most this many bytes at a time.
 const STAGING: u64 = 64 << 20;
-
-fn slot(a: Arena) -> usize {
-    ARENAS.iter().position(|&x| x == a).unwrap_or(0)
-}
 
 fn usage(a: Arena) -> Use {
     match a {
@@ -167,7 +155,7 @@ impl VulkanDevice {
     fn arena(&self, a: Arena, offset: u64, len: u64) -> Result<&Buffer, DeviceError> {
         let b = self
             .arenas
-            .get(slot(a))
+            .get(arena_index(a))
             .ok_or_else(|| DeviceError::Other(format!("the {a:?} arena is not allocated")))?;
         if offset.checked_add(len).is_none_or(|end| end > b.size) {
             return Err(DeviceError::Other(format!(
@@ -344,8 +332,7 @@ impl Device for VulkanDevice {
     fn alloc(&mut self, s: &ArenaSizes) -> Result<(), DeviceError> {
         self.ctx.live()?;
         self.free();
-        let sizes = [s.weights, s.state, s.slots, s.scratch, s.readback];
-        for (a, size) in ARENAS.into_iter().zip(sizes) {
+        for (a, size) in ARENAS.into_iter().zip(arena_sizes(s)) {
             let b = Buffer::new(&self.ctx, size, usage(a))?;
             self.arenas.push(b);
             self.zero(a)?;

@@ -45,14 +45,8 @@ impl ErrorWords {
             if word != 0 {
                 // SAFETY: as above.
                 unsafe { (base.add(i * self.stride) as *mut u32).write_volatile(0) };
-                first.get_or_insert(DeviceError::Fault {
-                    kernel: kernel.clone(),
-                    code: word,
-                    detail: format!(
-                        "dispatch {i} of {} set its error word (a failed kernel check); its \
-                         results are discarded",
-                        self.kernels.len()
-                    ),
+                first.get_or_insert_with(|| {
+                    crate::devices::spirv::error_word_fault(kernel, word, i, self.kernels.len())
                 });
             }
         }
