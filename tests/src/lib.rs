@@ -81,3 +81,29 @@ pub mod tier3;
 pub fn require_gpu() -> bool {
     std::env::var("POOT_REQUIRE_GPU").is_ok_and(|v| v == "1")
 }
+
+/// Whether a missing Vulkan or wgpu device must fail the test: on the GPU machine, and in CI
+/// where lavapipe is installed (`POOT_REQUIRE_LAVAPIPE=1`).
+pub fn require_spirv_device() -> bool {
+    require_gpu() || std::env::var("POOT_REQUIRE_LAVAPIPE").is_ok_and(|v| v == "1")
+}
+
+/// The engine over an opened device, or `None` after printing `SKIP <test>: <why>`; when
+/// `required`, a device that did not open fails the test instead.
+pub fn engine_or_skip<D: poot_runtime::Device>(
+    test: &str,
+    opened: Result<D, poot_runtime::DeviceError>,
+    required: bool,
+) -> Option<poot_runtime::Engine<D>> {
+    match opened {
+        Ok(d) => {
+            println!("{test}: {}", d.describe());
+            Some(poot_runtime::Engine::new(d))
+        }
+        Err(e) if required => panic!("{test}: a device is required but {e}"),
+        Err(e) => {
+            println!("SKIP {test}: {e}");
+            None
+        }
+    }
+}

@@ -92,3 +92,18 @@ pub fn tier3_device(
     );
     (matched, total)
 }
+
+/// Tier 3 sized for the device: on a CPU device (lavapipe, seconds per token) two SmolLM2
+/// prompts, and Qwen2.5-0.5B is skipped with `SKIP`; on a GPU all eight prompts of either.
+pub fn tier3_sized(test: &str, exec: &mut dyn Executor, c: Checkpoint, target: Target, cpu: bool) {
+    let cases = match (c, cpu) {
+        (Checkpoint::SmolLm2, true) => 2,
+        (Checkpoint::Qwen05, true) => {
+            println!("SKIP {test}: a CPU device (CI runs tier 3 on SmolLM2 only)");
+            return;
+        }
+        (_, false) => 8,
+    };
+    let (matched, total) = tier3_device(exec, c, target, cases);
+    assert!(matched > 0 && total == 32 * cases, "{matched}/{total}");
+}

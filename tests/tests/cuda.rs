@@ -9,19 +9,12 @@ use poot_runtime::Engine;
 use poot_runtime::devices::cuda::CudaDevice;
 use poot_tests::tier2::{capture_vs_eager, run_tiny};
 use poot_tests::tier3::tier3_device;
-use poot_tests::{Checkpoint, require_gpu};
+use poot_tests::{Checkpoint, engine_or_skip, require_gpu};
 
 const PTX: Target = Target::Ptx { sm: 90 };
 
 fn device(test: &str) -> Option<Engine<CudaDevice>> {
-    match CudaDevice::new(0) {
-        Ok(d) => Some(Engine::new(d)),
-        Err(e) if require_gpu() => panic!("{test}: POOT_REQUIRE_GPU=1 but {e}"),
-        Err(e) => {
-            println!("SKIP {test}: {e}");
-            None
-        }
-    }
+    engine_or_skip(test, CudaDevice::new(0), require_gpu())
 }
 
 #[test]

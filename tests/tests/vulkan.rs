@@ -13,24 +13,12 @@ use poot_runtime::devices::vulkan::{VulkanDevice, VulkanOptions};
 use poot_runtime::{DeviceError, Engine, Executor};
 use poot_tests::faults::{decode_key, timeout_poisons, trap_needs_reset};
 use poot_tests::tier2::{capture_vs_eager, run_tiny, tiny_bundle};
-use poot_tests::tier3::tier3_device;
-use poot_tests::{Checkpoint, require_gpu};
+use poot_tests::tier3::tier3_sized;
+use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
 use std::time::Duration;
 
 fn device_with(test: &str, opts: &VulkanOptions) -> Option<Engine<VulkanDevice>> {
-    match VulkanDevice::new(opts) {
-        Ok(d) => {
-            println!("{test}: {}", poot_runtime::Device::describe(&d));
-            Some(Engine::new(d))
-        }
-        Err(e) if require_gpu() || std::env::var("POOT_REQUIRE_LAVAPIPE").as_deref() == Ok("1") => {
-            panic!("{test}: a Vulkan device is required but {e}")
-        }
-        Err(e) => {
-            println!("SKIP {test}: {e}");
-            None
-        }
-    }
+    engine_or_skip(test, VulkanDevice::new(opts), require_spirv_device())
 }
 
 fn device(test: &str) -> Option<Engine<VulkanDevice>> {
@@ -143,31 +131,21 @@ fn vulkan_timeout_poisons() {
     }
 }
 
-/// Two prompts on a CPU device (lavapipe takes seconds per token), all eight on a GPU.
 #[test]
 fn vulkan_tier3_smollm2() {
-    let Some(mut e) = device("vulkan_tier3_smollm2") else {
-        return;
-    };
-    let cases = if e.device().is_cpu() { 2 } else { 8 };
-    let t = target(&e);
-    let (matched, total) = tier3_device(&mut e, Checkpoint::SmolLm2, t, cases);
-    assert!(matched > 0 && total == 32 * cases, "{matched}/{total}");
+    tier3("vulkan_tier3_smollm2", Checkpoint::SmolLm2);
 }
 
 #[test]
 fn vulkan_tier3_qwen05() {
-    let test = "vulkan_tier3_qwen05";
-    let Some(mut e) = device(test) else {
-        return;
-    };
-    if e.device().is_cpu() {
-        println!("SKIP {test}: a CPU Vulkan device (CI runs tier 3 on SmolLM2 only)");
-        return;
+    tier3("vulkan_tier3_qwen05", Checkpoint::Qwen05);
+}
+
+fn tier3(test: &str, c: Checkpoint) {
+    if let Some(mut e) = device(test) {
+        let (t, cpu) = (target(&e), e.device().is_cpu());
+        tier3_sized(test, &mut e, c, t, cpu);
     }
-    let t = target(&e);
-    let (matched, total) = tier3_device(&mut e, Checkpoint::Qwen05, t, 8);
-    assert!(matched > 0 && total == 256, "{matched}/{total}");
 }
 
 #[test]

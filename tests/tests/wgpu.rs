@@ -13,24 +13,12 @@ use poot_runtime::devices::wgpu::{WgpuDevice, WgpuOptions};
 use poot_runtime::{Engine, Executor};
 use poot_tests::faults::{timeout_poisons, trap_needs_reset};
 use poot_tests::tier2::{capture_vs_eager, run_tiny};
-use poot_tests::tier3::tier3_device;
-use poot_tests::{Checkpoint, require_gpu};
+use poot_tests::tier3::tier3_sized;
+use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
 use std::time::Duration;
 
 fn device_with(test: &str, opts: &WgpuOptions) -> Option<Engine<WgpuDevice>> {
-    match WgpuDevice::new(opts) {
-        Ok(d) => {
-            println!("{test}: {}", poot_runtime::Device::describe(&d));
-            Some(Engine::new(d))
-        }
-        Err(e) if require_gpu() || std::env::var("POOT_REQUIRE_LAVAPIPE").as_deref() == Ok("1") => {
-            panic!("{test}: a wgpu adapter is required but {e}")
-        }
-        Err(e) => {
-            println!("SKIP {test}: {e}");
-            None
-        }
-    }
+    engine_or_skip(test, WgpuDevice::new(opts), require_spirv_device())
 }
 
 fn device(test: &str) -> Option<Engine<WgpuDevice>> {
@@ -87,26 +75,17 @@ fn wgpu_timeout_poisons() {
 
 #[test]
 fn wgpu_tier3_smollm2() {
-    let Some(mut e) = device("wgpu_tier3_smollm2") else {
-        return;
-    };
-    let cases = if e.device().is_cpu() { 2 } else { 8 };
-    let t = target(&e);
-    let (matched, total) = tier3_device(&mut e, Checkpoint::SmolLm2, t, cases);
-    assert!(matched > 0 && total == 32 * cases, "{matched}/{total}");
+    tier3("wgpu_tier3_smollm2", Checkpoint::SmolLm2);
 }
 
 #[test]
 fn wgpu_tier3_qwen05() {
-    let test = "wgpu_tier3_qwen05";
-    let Some(mut e) = device(test) else {
-        return;
-    };
-    if e.device().is_cpu() {
-        println!("SKIP {test}: a CPU adapter (CI runs tier 3 on SmolLM2 only)");
-        return;
+    tier3("wgpu_tier3_qwen05", Checkpoint::Qwen05);
+}
+
+fn tier3(test: &str, c: Checkpoint) {
+    if let Some(mut e) = device(test) {
+        let (t, cpu) = (target(&e), e.device().is_cpu());
+        tier3_sized(test, &mut e, c, t, cpu);
     }
-    let t = target(&e);
-    let (matched, total) = tier3_device(&mut e, Checkpoint::Qwen05, t, 8);
-    assert!(matched > 0 && total == 256, "{matched}/{total}");
 }
