@@ -68,35 +68,11 @@ impl Features {
     }
 }
 
-/// The values `e` reads.
-fn expr_uses(e: &Expr, out: &mut HashSet<Val>) {
-    match e {
-        Expr::Const(_) | Expr::Special(_) => {}
-        Expr::Unary(_, a)
-        | Expr::Convert(a, _)
-        | Expr::Bitcast(a, _)
-        | Expr::HalfToF32(a, _)
-        | Expr::Bf16ToF32(a, _)
-        | Expr::Load(_, a, _)
-        | Expr::Extract(a, _)
-        | Expr::SubgroupReduce(_, a)
-        | Expr::ShuffleXor(a, _) => {
-            out.insert(*a);
-        }
-        Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
-            out.extend([*a, *b]);
-        }
-        Expr::Fma(a, b, c) | Expr::Select(a, b, c) => {
-            out.extend([*a, *b, *c]);
-        }
-    }
-}
-
 /// Adds every value `insts` read (at any depth, yields included) to `out`.
 pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
     for i in insts {
         match i {
-            Inst::Let(_, e) => expr_uses(e, out),
+            Inst::Let(_, e) => out.extend(e.operands()),
             Inst::Store { index, value, .. } | Inst::Atomic { index, value, .. } => {
                 out.extend([*index, *value]);
             }

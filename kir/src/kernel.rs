@@ -90,6 +90,26 @@ pub enum Expr {
     ShuffleXor(Val, u32),
 }
 
+impl Expr {
+    /// The values `self` reads, in operand order.
+    pub fn operands(&self) -> Vec<Val> {
+        match *self {
+            Expr::Const(_) | Expr::Special(_) => Vec::new(),
+            Expr::Unary(_, a)
+            | Expr::Convert(a, _)
+            | Expr::Bitcast(a, _)
+            | Expr::HalfToF32(a, _)
+            | Expr::Bf16ToF32(a, _)
+            | Expr::Load(_, a, _)
+            | Expr::Extract(a, _)
+            | Expr::SubgroupReduce(_, a)
+            | Expr::ShuffleXor(a, _) => vec![a],
+            Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => vec![a, b],
+            Expr::Fma(a, b, c) | Expr::Select(a, b, c) => vec![a, b, c],
+        }
+    }
+}
+
 /// A loop-carried value: a block parameter of the loop body, initialised from `init`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Carried {

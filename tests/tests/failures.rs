@@ -10,6 +10,14 @@ use poot_runtime::{Engine, Executor};
 use poot_tests::faults::{decode_key, trap_needs_reset};
 use poot_tests::tier2::tiny_bundle;
 
+/// The reference device with the tiny `family` bundle (cap 16, two rows) loaded.
+fn loaded(family: Family) -> Engine<ReferenceDevice> {
+    let (_, bundle) = tiny_bundle(family, Target::Reference, 16, 2);
+    let mut e = Engine::new(ReferenceDevice::new());
+    e.load_weights(&bundle).unwrap();
+    e
+}
+
 #[test]
 fn trap_needs_reset_then_recovers() {
     trap_needs_reset(&mut Engine::new(ReferenceDevice::new()), Target::Reference);
@@ -17,18 +25,14 @@ fn trap_needs_reset_then_recovers() {
 
 #[test]
 fn unknown_entry_names_the_flag() {
-    let (_, bundle) = tiny_bundle(Family::Qwen2, Target::Reference, 16, 2);
-    let mut e = Engine::new(ReferenceDevice::new());
-    e.load_weights(&bundle).unwrap();
+    let mut e = loaded(Family::Qwen2);
     let err = e.add_entry(&decode_key(32)).unwrap_err().to_string();
     assert!(err.contains("--cap 32"), "{err}");
 }
 
 #[test]
 fn wrong_slot_data_is_refused() {
-    let (_, bundle) = tiny_bundle(Family::Qwen2, Target::Reference, 16, 2);
-    let mut e = Engine::new(ReferenceDevice::new());
-    e.load_weights(&bundle).unwrap();
+    let mut e = loaded(Family::Qwen2);
     let id = e.add_entry(&decode_key(16)).unwrap();
     let err = e
         .step(
@@ -58,9 +62,7 @@ fn no_target_for_the_device() {
 
 #[test]
 fn unknown_token_id_traps() {
-    let (_, bundle) = tiny_bundle(Family::Llama, Target::Reference, 16, 2);
-    let mut e = Engine::new(ReferenceDevice::new());
-    e.load_weights(&bundle).unwrap();
+    let mut e = loaded(Family::Llama);
     let id = e.add_entry(&decode_key(16)).unwrap();
     let err = e
         .step(

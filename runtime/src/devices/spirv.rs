@@ -16,16 +16,22 @@ fn bad(name: &str, why: impl std::fmt::Display) -> DeviceError {
     DeviceError::Other(format!("kernel {name}: {why}"))
 }
 
-/// The fault of dispatch `i` of `n`, running `kernel`, whose error word reads `code`.
-pub(crate) fn error_word_fault(kernel: &str, code: u32, i: usize, n: usize) -> DeviceError {
-    DeviceError::Fault {
-        kernel: kernel.to_string(),
-        code,
-        detail: format!(
-            "dispatch {i} of {n} set its error word (a failed kernel check); its results are \
-             discarded"
-        ),
-    }
+/// The fault of the first dispatch whose error word is set: dispatch `i` (running
+/// `kernels[i]`) owns the little-endian `u32` at byte `i * stride` of `words`.
+pub(crate) fn first_fault(words: &[u8], stride: usize, kernels: &[String]) -> Option<DeviceError> {
+    kernels.iter().enumerate().find_map(|(i, kernel)| {
+        let w = words.get(i * stride..i * stride + 4)?;
+        let code = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+        (code != 0).then(|| DeviceError::Fault {
+            kernel: kernel.clone(),
+            code,
+            detail: format!(
+                "dispatch {i} of {} set its error word (a failed kernel check); its results \
+                 are discarded",
+                kernels.len()
+            ),
+        })
+    })
 }
 
 /// The module's words, and how many bindings it declares (one past the highest).

@@ -54,7 +54,7 @@ pub struct WgpuRecording {
     steps: Vec<(usize, wgpu::BindGroup, [u32; 3])>,
     errors: wgpu::Buffer,
     stride: u64,
-    kernels: Vec<String>,
+    kernels: Arc<[String]>,
 }
 
 /// What a submitted replay left to check.
@@ -64,7 +64,7 @@ struct Pending {
     readback: u64,
     errors: u64,
     stride: u64,
-    kernels: Vec<String>,
+    kernels: Arc<[String]>,
     words: wgpu::Buffer,
 }
 
@@ -154,11 +154,6 @@ impl WgpuDevice {
             poisoned: None,
             timeout: opts.timeout,
         })
-    }
-
-    /// The adapter's subgroup sizes (min, max).
-    pub fn subgroup_sizes(&self) -> (u32, u32) {
-        (self.info.subgroup_min_size, self.info.subgroup_max_size)
     }
 
     /// Whether the adapter is a CPU implementation (lavapipe, WARP).
@@ -352,7 +347,7 @@ impl WgpuDevice {
             steps,
             errors,
             stride,
-            kernels: names,
+            kernels: names.into(),
         })
     }
 
@@ -586,22 +581,11 @@ impl Device for WgpuDevice {
             return Ok(());
         };
         let map = self.map.clone().ok_or_else(|| other("no map buffer"))?;
-        let bytes = self.map_read(&map, p.readback + p.errors, p.index)?;
+        let mut readback = self.map_read(&map, p.readback + p.errors, p.index)?;
         self.transient.clear();
-        let (rb, words) = bytes.split_at(p.readback as usize);
-        self.host_readback = Some(rb.to_vec());
-        let mut fault = None;
-        for (i, kernel) in p.kernels.iter().enumerate() {
-            let at = i * p.stride as usize;
-            let w = words
-                .get(at..at + 4)
-                .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            if w != 0 {
-                fault.get_or_insert_with(|| {
-                    super::spirv::error_word_fault(kernel, w, i, p.kernels.len())
-                });
-            }
-        }
+        let words = readback.split_off(p.readback as usize);
+        self.host_readback = Some(readback);
+        let fault = super::spirv::first_fault(&words, p.stride as usize, &p.kernels);
         match fault {
             Some(f) => {
                 self.host_readback = None;

@@ -53,27 +53,7 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
         match i {
             Inst::Let(v, e) => {
                 f(*v);
-                match e {
-                    Expr::Const(_) | Expr::Special(_) => {}
-                    Expr::Unary(_, a)
-                    | Expr::Convert(a, _)
-                    | Expr::Bitcast(a, _)
-                    | Expr::HalfToF32(a, _)
-                    | Expr::Bf16ToF32(a, _)
-                    | Expr::Load(_, a, _)
-                    | Expr::Extract(a, _)
-                    | Expr::SubgroupReduce(_, a)
-                    | Expr::ShuffleXor(a, _) => f(*a),
-                    Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => {
-                        f(*a);
-                        f(*b);
-                    }
-                    Expr::Fma(a, b, c) | Expr::Select(a, b, c) => {
-                        f(*a);
-                        f(*b);
-                        f(*c);
-                    }
-                }
+                e.operands().into_iter().for_each(&mut *f);
             }
             Inst::Store { index, value, .. } | Inst::Atomic { index, value, .. } => {
                 f(*index);

@@ -136,11 +136,6 @@ impl VulkanDevice {
         self.ctx.props.cpu
     }
 
-    /// The device's compute subgroup width.
-    pub fn subgroup_size(&self) -> u32 {
-        self.ctx.props.subgroup
-    }
-
     /// Waits for pending submissions (their error words stay to be checked).
     fn settle(&mut self) -> Result<(), DeviceError> {
         if self.pending.is_empty() {

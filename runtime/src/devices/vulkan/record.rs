@@ -34,23 +34,16 @@ pub(super) struct ErrorWords {
 }
 
 impl ErrorWords {
-    /// The first set error word as a fault (zeroing every set word); the caller has waited
+    /// The first set error word as a fault (zeroing the words); the caller has waited
     /// for the submissions that write them.
     pub fn take_fault(&self) -> Option<DeviceError> {
         let base = self.buffer.mapped()?;
-        let mut first = None;
-        for (i, kernel) in self.kernels.iter().enumerate() {
-            // SAFETY: word `i * stride` lies in the mapped buffer; no submission is pending.
-            let word = unsafe { (base.add(i * self.stride) as *mut u32).read_volatile() };
-            if word != 0 {
-                // SAFETY: as above.
-                unsafe { (base.add(i * self.stride) as *mut u32).write_volatile(0) };
-                first.get_or_insert_with(|| {
-                    crate::devices::spirv::error_word_fault(kernel, word, i, self.kernels.len())
-                });
-            }
-        }
-        first
+        let len = self.buffer.size as usize;
+        // SAFETY: the whole mapped buffer; no submission that writes it is pending.
+        let words = unsafe { std::slice::from_raw_parts_mut(base, len) };
+        let fault = crate::devices::spirv::first_fault(words, self.stride, &self.kernels)?;
+        words.fill(0);
+        Some(fault)
     }
 }
 
@@ -69,13 +62,6 @@ pub struct VulkanRecording {
     commands: vk::CommandPool,
     pub(super) segments: Vec<Segment>,
     pub(super) errors: Rc<ErrorWords>,
-}
-
-impl VulkanRecording {
-    /// Command buffers one replay submits.
-    pub fn submissions(&self) -> usize {
-        self.segments.len()
-    }
 }
 
 impl Drop for VulkanRecording {
@@ -302,7 +288,7 @@ fn kernels_bindings(kernels: &[VulkanKernel], dispatches: &[Dispatch]) -> u32 {
 
 /// A global memory barrier (every buffer, not a range) from the compute work before to
 /// `dst` work. A recording holds only dispatches, so the compute stage and shader writes
-/// cover all of it. `ALL_COMMANDS` with `MEMORY_*` access instead cost the H200 about 2.5 us
+/// cover all of it. `ALL_COMMANDS` with `MEMORY_*` access instead cost the H200 about 2.8 us
 /// more per dispatch (SmolLM2 decode: 444 instead of 605 tok/s, BENCHMARKS.md).
 ///
 /// # Safety
