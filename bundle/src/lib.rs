@@ -6,7 +6,7 @@
 //! the lookups the runtime needs ([`OpenedBundle::target`], [`OpenedBundle::entry`],
 //! [`OpenedBundle::weight`]) and [`inspect`]. It depends on no other poot crate.
 //!
-//! # Layout (format 1.0, all integers little-endian)
+//! # Layout (format 2.0, all integers little-endian)
 //!
 //! | offset | bytes | field |
 //! |---|---|---|

@@ -137,6 +137,11 @@ pub struct KernelCode {
     pub workgroup: [u32; 3],
     /// Static shared memory in bytes.
     pub shared_bytes: u32,
+    /// The kernel waits for the kernel launched before it to complete (and its writes to be
+    /// visible) before it touches memory, so a device may launch it as a programmatic
+    /// dependent of that kernel, overlapping its launch with that kernel's run (PTX for sm_90:
+    /// `griddepcontrol.wait`). False: launch it only after the previous kernel completes.
+    pub dependent_launch: bool,
 }
 
 /// The step shape of an entry.

@@ -3,7 +3,7 @@
 mod common;
 
 use common::{
-    MANIFEST_OFFSET, assemble, assemble_unchecked, encode, key, manifest_range, read_u64, sample,
+    CURRENT, MANIFEST_OFFSET, assemble, assemble_unchecked, encode, key, manifest_range, read_u64, sample,
     sample_bytes, table_field, weights_range, write_u64,
 };
 use poot_bundle::{
@@ -166,7 +166,7 @@ fn checksum_mismatch_in_weights() {
 #[test]
 fn wrong_major_version() {
     let (manifest, weights) = sample();
-    let err = refused(assemble((2, 0), &encode(&manifest), &weights));
+    let err = refused(assemble((3, 0), &encode(&manifest), &weights));
     let BundleError::Version {
         found, supported, ..
     } = &err
@@ -175,17 +175,17 @@ fn wrong_major_version() {
     };
     assert_eq!(
         (found.major, found.minor, supported.major, supported.minor),
-        (2, 0, 1, 0)
+        (3, 0, 2, 0)
     );
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 2.0 is not supported: this poot reads 1.0 to 1.0; \
+        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.0; \
          recompile the bundle with a matching poot-compile"
     );
-    let err = refused(assemble((0, 9), &encode(&manifest), &weights));
+    let err = refused(assemble((1, 0), &encode(&manifest), &weights));
     assert!(
         err.to_string()
-            .contains("format version 0.9 is not supported"),
+            .contains("format version 1.0 is not supported"),
         "{err}"
     );
 }
@@ -193,11 +193,11 @@ fn wrong_major_version() {
 #[test]
 fn newer_minor_version() {
     let (manifest, weights) = sample();
-    let err = refused(assemble((1, 1), &encode(&manifest), &weights));
+    let err = refused(assemble((2, 1), &encode(&manifest), &weights));
     assert!(matches!(err, BundleError::Version { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 1.1 is not supported: this poot reads 1.0 to 1.0; \
+        "bundle <memory>: format version 2.1 is not supported: this poot reads 2.0 to 2.0; \
          recompile the bundle with a matching poot-compile"
     );
 }
@@ -403,7 +403,7 @@ fn weights_that_do_not_fit_are_refused_at_write() {
 #[test]
 fn garbage_manifest_with_a_valid_checksum() {
     let (_, weights) = sample();
-    let err = refused(assemble((1, 0), &[0xff; 40], &weights));
+    let err = refused(assemble(CURRENT, &[0xff; 40], &weights));
     assert!(matches!(err, BundleError::Decode { .. }), "{err:?}");
     assert!(
         err.to_string()
@@ -413,7 +413,7 @@ fn garbage_manifest_with_a_valid_checksum() {
     let (manifest, weights) = sample();
     let mut encoded = encode(&manifest);
     encoded.push(0);
-    let err = refused(assemble((1, 0), &encoded, &weights));
+    let err = refused(assemble(CURRENT, &encoded, &weights));
     let len = encoded.len();
     assert_eq!(
         err.to_string(),

@@ -168,8 +168,12 @@ impl<'a> Writer<'a> {
         Ok(self.module())
     }
 
-    /// Parameter addresses and shared-array bases, computed once at entry.
+    /// Grid dependency control where the target has it (the wait precedes every memory
+    /// access), then parameter addresses and shared-array bases, computed once at entry.
     fn prologue(&mut self) {
+        if self.t.grid_dependency {
+            emit!(self, "griddepcontrol.wait;");
+        }
         for (i, p) in self.k.params.iter().enumerate() {
             let r = self.reg(Class::B64);
             let access = match p.access {

@@ -35,11 +35,14 @@ fn goldens() {
 }
 
 #[test]
-fn targets_differ_only_in_the_target_line() {
+fn targets_differ_only_in_the_target_line_and_grid_dependency() {
+    let wait = "\tgriddepcontrol.wait;\n";
     for (case, kernel) in common::cases() {
         let a = render(&kernel, &PtxTarget::sm80()).unwrap();
         let b = render(&kernel, &PtxTarget::sm90()).unwrap();
-        assert_eq!(a.replace("sm_80", "sm_90"), b, "{case}");
+        assert!(!a.contains("griddepcontrol"), "{case}");
+        assert_eq!(b.matches(wait).count(), 1, "{case}");
+        assert_eq!(a.replace("sm_80", "sm_90"), b.replacen(wait, "", 1), "{case}");
     }
 }
 

@@ -31,19 +31,26 @@ pub struct CompileOptions {
 /// The subgroup width every target of a bundle shares (PTX warps and the reference device).
 pub const SUBGROUP: u32 = 32;
 
+fn ptx_target(sm: u32) -> poot_codegen_ptx::PtxTarget {
+    match sm {
+        80 => poot_codegen_ptx::PtxTarget::sm80(),
+        _ => poot_codegen_ptx::PtxTarget::sm90(),
+    }
+}
+
+/// Whether `target`'s kernels wait for the kernel launched before them (see
+/// `KernelCode::dependent_launch`).
+fn dependent_launch(target: Target) -> bool {
+    matches!(target, Target::Ptx { sm } if ptx_target(sm).grid_dependency)
+}
+
 fn render(target: Target, k: &poot_kir::Kernel) -> Result<Vec<u8>> {
     match target {
         Target::Reference => bincode::serde::encode_to_vec(k, bincode::config::standard())
             .map_err(|e| CompileError::Lower(format!("encoding kernel {}: {e}", k.name))),
-        Target::Ptx { sm } => {
-            let t = match sm {
-                80 => poot_codegen_ptx::PtxTarget::sm80(),
-                _ => poot_codegen_ptx::PtxTarget::sm90(),
-            };
-            poot_codegen_ptx::render(k, &t)
-                .map(String::into_bytes)
-                .map_err(|e| CompileError::Lower(e.to_string()))
-        }
+        Target::Ptx { sm } => poot_codegen_ptx::render(k, &ptx_target(sm))
+            .map(String::into_bytes)
+            .map_err(|e| CompileError::Lower(e.to_string())),
         Target::Spirv { native_subgroups } => {
             let t = if native_subgroups {
                 poot_codegen_spirv::SpirvTarget::vulkan12()
@@ -117,6 +124,7 @@ pub fn compile(
                     code: render(t, k)?,
                     workgroup: k.workgroup,
                     shared_bytes: k.shared_bytes(),
+                    dependent_launch: dependent_launch(t),
                 })
             })
             .collect::<Result<Vec<_>>>()?;

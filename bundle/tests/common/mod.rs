@@ -5,7 +5,8 @@
 #![allow(dead_code)]
 
 use poot_bundle::{
-    Arena, ArenaSizes, Binding, Dispatch, Entry, EntryKey, KernelCode, Manifest, ModelInfo,
+    Arena, ArenaSizes, Binding, Dispatch, Entry, EntryKey, FORMAT_VERSION, KernelCode, Manifest,
+    ModelInfo,
     ReadbackInfo, Sampling, SlotInfo, SlotKind, StateInfo, StepKind, Target, TargetCode, TextInfo,
     WeightPacker,
 };
@@ -35,6 +36,7 @@ fn kernels(prefix: &str) -> Vec<KernelCode> {
                 .into_bytes(),
             workgroup: [64 << i, 1, 1],
             shared_bytes: 1024 * i as u32,
+            dependent_launch: i == 1,
         })
         .collect()
 }
@@ -199,9 +201,13 @@ pub fn assemble(version: (u16, u16), manifest: &[u8], weights: &[u8]) -> Vec<u8>
     out
 }
 
-/// `manifest` and `weights` as a format-1.0 bundle, skipping the checks `write` makes.
+/// The format version this crate writes, as `assemble` takes it.
+pub const CURRENT: (u16, u16) = (FORMAT_VERSION.major, FORMAT_VERSION.minor);
+
+/// `manifest` and `weights` as a bundle of the current format, skipping the checks `write`
+/// makes.
 pub fn assemble_unchecked(manifest: &Manifest, weights: &[u8]) -> Vec<u8> {
-    assemble((1, 0), &encode(manifest), weights)
+    assemble(CURRENT, &encode(manifest), weights)
 }
 
 /// Reads the little-endian `u64` at `at`.

@@ -32,6 +32,8 @@ pub struct CudaKernel {
     func: sys::CUfunction,
     block: [u32; 3],
     name: String,
+    /// Launched as a programmatic dependent of the previous launch (`KernelCode::dependent_launch`).
+    dependent: bool,
 }
 
 /// An instantiated CUDA graph.
@@ -122,12 +124,36 @@ impl CudaDevice {
             .iter_mut()
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();
-        let grid = (d.grid[0], d.grid[1], d.grid[2]);
-        let block = (k.block[0], k.block[1], k.block[2]);
+        // A dependent kernel may start while the previous one runs: it waits for that
+        // kernel (`griddepcontrol.wait`) before touching memory. Inside a capture this becomes
+        // a programmatic edge of the graph.
+        let mut attr = sys::CUlaunchAttribute {
+            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+            pad: [0; 4],
+            value: sys::CUlaunchAttributeValue {
+                programmaticStreamSerializationAllowed: 1,
+            },
+        };
+        let config = sys::CUlaunchConfig {
+            gridDimX: d.grid[0],
+            gridDimY: d.grid[1],
+            gridDimZ: d.grid[2],
+            blockDimX: k.block[0],
+            blockDimY: k.block[1],
+            blockDimZ: k.block[2],
+            sharedMemBytes: 0,
+            hStream: self.stream,
+            attrs: &mut attr,
+            numAttrs: u32::from(k.dependent),
+        };
         // SAFETY: `func` is a loaded kernel whose parameters are exactly these pointers (the
-        // bundle validated the bindings against the kernel), each inside its arena.
-        unsafe { result::launch_kernel(k.func, grid, block, 0, self.stream, &mut params) }
-            .map_err(|e| convert(&format!("launch of {}", k.name), e))
+        // bundle validated the bindings against the kernel), each inside its arena; `config`
+        // and `attr` outlive the call.
+        unsafe {
+            sys::cuLaunchKernelEx(&config, k.func, params.as_mut_ptr(), std::ptr::null_mut())
+        }
+        .result()
+        .map_err(|e| convert(&format!("launch of {}", k.name), e))
     }
 
     /// Device-to-device copy bandwidth in bytes per second (bytes read plus written), the
@@ -237,6 +263,7 @@ impl Device for CudaDevice {
             func,
             block: code.workgroup,
             name: code.name.clone(),
+            dependent: code.dependent_launch,
         })
     }
 
