@@ -3,8 +3,8 @@
 mod common;
 
 use common::{
-    CURRENT, MANIFEST_OFFSET, assemble, assemble_unchecked, encode, key, manifest_range, read_u64, sample,
-    sample_bytes, table_field, weights_range, write_u64,
+    CURRENT, MANIFEST_OFFSET, assemble, assemble_unchecked, encode, key, manifest_range, read_u64,
+    sample, sample_bytes, table_field, weights_range, write_u64,
 };
 use poot_bundle::{
     BundleError, SectionKind, StepKind, Target, open, open_bytes, write, write_file,

@@ -21,8 +21,9 @@
 //!   reach them converged (poot's lowering guarantees both; a kernel declaring another width is
 //!   refused). `trap(code)` becomes PTX `trap`: the dispatch faults, the code survives only as a
 //!   comment in the text. `barrier` is `bar.sync 0`, which every thread of the work-group
-//!   must reach (kir places barriers in uniform control flow). Atomics are `red` (kir never uses the old value); f32 atomics
-//!   other than `add` are refused.
+//!   must reach (kir places barriers in uniform control flow). Atomics are `red`, or `atom`
+//!   where the old value is used (both relaxed, at GPU scope); f32 atomics other than `add`
+//!   are refused. `fence` is `fence.acq_rel.gpu`.
 //! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no
 //!   contraction, no flush-to-zero) except `exp`, `rsqrt`, `sin` and `cos`, which use the
 //!   hardware approximations documented in `ops`.

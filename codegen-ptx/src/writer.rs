@@ -264,17 +264,23 @@ impl<'a> Writer<'a> {
                 mem,
                 index,
                 value,
+                old,
             } => {
                 emit!(
                     self,
-                    "// atomic_{} {}[{index}], {value}",
+                    "// {}atomic_{} {}[{index}], {value}",
+                    old.map_or(String::new(), |o| format!("{o} = ")),
                     op.name(),
                     poot_kir::mem_text(*mem)
                 );
-                self.atomic(*op, *mem, *index, *value)
+                self.atomic(*op, *mem, *index, *value, *old)
             }
             Inst::Barrier => {
                 emit!(self, "bar.sync 0;");
+                Ok(())
+            }
+            Inst::Fence => {
+                emit!(self, "fence.acq_rel.gpu;");
                 Ok(())
             }
             Inst::Trap(code) => {
@@ -462,8 +468,15 @@ impl<'a> Writer<'a> {
         );
     }
 
-    /// `Atomic` as a `red` (the old value is never used).
-    fn atomic(&mut self, op: ReduceOp, mem: Mem, index: Val, value: Val) -> Result<()> {
+    /// `Atomic` as a `red`, or an `atom` when the old value is used.
+    fn atomic(
+        &mut self,
+        op: ReduceOp,
+        mem: Mem,
+        index: Val,
+        value: Val,
+        old: Option<Val>,
+    ) -> Result<()> {
         let s = self.ty(value).scalar;
         let ty = match (op, s) {
             (ReduceOp::Add, Scalar::F32) => "f32",
@@ -481,7 +494,13 @@ impl<'a> Writer<'a> {
         };
         let (space, addr) = self.address(mem, index);
         let r = self.of(value)[0];
-        emit!(self, "red{space}.{}.{ty} [{addr}], {r};", op.name());
+        match old {
+            Some(o) => {
+                let o = self.of(o)[0];
+                emit!(self, "atom{space}.{}.{ty} {o}, [{addr}], {r};", op.name());
+            }
+            None => emit!(self, "red{space}.{}.{ty} [{addr}], {r};", op.name()),
+        }
         Ok(())
     }
 }

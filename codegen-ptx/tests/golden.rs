@@ -42,7 +42,11 @@ fn targets_differ_only_in_the_target_line_and_grid_dependency() {
         let b = render(&kernel, &PtxTarget::sm90()).unwrap();
         assert!(!a.contains("griddepcontrol"), "{case}");
         assert_eq!(b.matches(wait).count(), 1, "{case}");
-        assert_eq!(a.replace("sm_80", "sm_90"), b.replacen(wait, "", 1), "{case}");
+        assert_eq!(
+            a.replace("sm_80", "sm_90"),
+            b.replacen(wait, "", 1),
+            "{case}"
+        );
     }
 }
 

@@ -62,7 +62,7 @@ impl Features {
                     self.walk(els);
                 }
                 Inst::For { body, .. } => self.walk(body),
-                Inst::Store { .. } | Inst::Atomic { .. } => {}
+                Inst::Store { .. } | Inst::Atomic { .. } | Inst::Fence => {}
             }
         }
     }
@@ -76,7 +76,7 @@ pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
             Inst::Store { index, value, .. } | Inst::Atomic { index, value, .. } => {
                 out.extend([*index, *value]);
             }
-            Inst::Barrier | Inst::Trap(_) => {}
+            Inst::Barrier | Inst::Fence | Inst::Trap(_) => {}
             Inst::If {
                 cond,
                 then,

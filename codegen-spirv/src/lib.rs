@@ -38,7 +38,8 @@
 //!   elements, composed with `OpCompositeConstruct` / split with `OpCompositeExtract`.
 //! - Atomics are relaxed `OpAtomic*` at device scope on buffers and work-group scope on shared
 //!   arrays; f32 `add` needs `SpirvTarget::atomic_float_add` (`SPV_EXT_shader_atomic_float_add`)
-//!   and other f32 atomics are refused.
+//!   and other f32 atomics are refused. `fence` is `OpMemoryBarrier` at device scope with
+//!   acquire-release semantics over uniform (buffer) memory.
 
 #![deny(missing_docs)]
 

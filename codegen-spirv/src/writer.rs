@@ -35,6 +35,8 @@ use std::collections::HashMap;
 const SEM_ALL: u32 = 0x8 | 0x40 | 0x100;
 /// `AcquireRelease | WorkgroupMemory`: the subgroup fallback orders its scratch only.
 const SEM_SHARED: u32 = 0x8 | 0x100;
+/// `AcquireRelease | UniformMemory`: kir's fence orders buffer memory.
+const SEM_BUFFERS: u32 = 0x8 | 0x40;
 
 /// The input variables of the built-ins a kernel reads.
 #[derive(Default)]
@@ -216,8 +218,15 @@ impl<'a> Writer<'a> {
                 mem,
                 index,
                 value,
-            } => self.atomic(*op, *mem, *index, *value)?,
+                old,
+            } => {
+                let w = self.atomic(*op, *mem, *index, *value)?;
+                if let Some(o) = old {
+                    self.set(*o, w);
+                }
+            }
             Inst::Barrier => self.barrier(SEM_ALL),
+            Inst::Fence => self.fence(),
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,
@@ -493,7 +502,18 @@ impl<'a> Writer<'a> {
         }
     }
 
-    fn atomic(&mut self, op: ReduceOp, mem: Mem, index: Val, value: Val) -> Result<()> {
+    /// A device-scope acquire-release memory barrier over buffer memory.
+    fn fence(&mut self) {
+        let scope = self.m.u32(Scope::Device as u32);
+        let sem = self.m.u32(SEM_BUFFERS);
+        self.m.exec(
+            Op::MemoryBarrier,
+            vec![Operand::IdScope(scope), Operand::IdMemorySemantics(sem)],
+        );
+    }
+
+    /// The atomic's result id (the element's old value).
+    fn atomic(&mut self, op: ReduceOp, mem: Mem, index: Val, value: Val) -> Result<Word> {
         let s = self.ty(value).scalar;
         let code = match (op, s) {
             (ReduceOp::Add, Scalar::F32)
@@ -532,7 +552,7 @@ impl<'a> Writer<'a> {
         let relaxed = self.m.u32(0);
         let t = self.m.scalar(e);
         let v = self.val(value);
-        self.m.op(
+        Ok(self.m.op(
             code,
             t,
             vec![
@@ -541,8 +561,7 @@ impl<'a> Writer<'a> {
                 Operand::IdMemorySemantics(relaxed),
                 id(v),
             ],
-        );
-        Ok(())
+        ))
     }
 
     /// A thread coordinate.

@@ -191,7 +191,25 @@ impl KernelBuilder {
             mem,
             index,
             value,
+            old: None,
         });
+    }
+    /// Atomic combine that returns the element's previous value.
+    pub fn atomic_fetch(&mut self, op: ReduceOp, mem: Mem, index: Val, value: Val) -> Val {
+        let ty = self.ty(value);
+        let old = self.fresh(ty);
+        self.emit(Inst::Atomic {
+            op,
+            mem,
+            index,
+            value,
+            old: Some(old),
+        });
+        old
+    }
+    /// Device-scope fence (see `Inst::Fence`).
+    pub fn fence(&mut self) {
+        self.emit(Inst::Fence);
     }
     /// Barrier.
     pub fn barrier(&mut self) {

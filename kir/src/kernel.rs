@@ -133,7 +133,8 @@ pub enum Inst {
         /// Stored value.
         value: Val,
     },
-    /// Atomically combines `value` into the element at `index`.
+    /// Atomically combines `value` into the element at `index` (relaxed: it orders nothing
+    /// else; see `Fence`).
     Atomic {
         /// Combining operator.
         op: ReduceOp,
@@ -143,9 +144,17 @@ pub enum Inst {
         index: Val,
         /// Operand.
         value: Val,
+        /// Defined, when present, as the element's value just before this update (the type
+        /// of `value`).
+        old: Option<Val>,
     },
     /// Work-group barrier with shared- and global-memory ordering.
     Barrier,
+    /// Device-scope acquire-release fence over buffer memory: the buffer writes a thread made
+    /// before its fence are visible to the loads a thread of any work-group makes after its
+    /// own fence, once the second thread has observed (through an atomic, directly or after a
+    /// barrier) an atomic update the first made after its fence.
+    Fence,
     /// Structured conditional; `results` take `then_yield` or `else_yield`.
     If {
         /// Condition (bool).

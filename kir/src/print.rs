@@ -54,15 +54,18 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
                 mem: m,
                 index,
                 value,
+                old,
             } => {
+                let result = old.map_or(String::new(), |o| format!("{o} = "));
                 writeln!(
                     out,
-                    "{pad}atomic_{} {}[{index}], {value}",
+                    "{pad}{result}atomic_{} {}[{index}], {value}",
                     op.name(),
                     mem_text(*m)
                 )
             }
             Inst::Barrier => writeln!(out, "{pad}barrier"),
+            Inst::Fence => writeln!(out, "{pad}fence"),
             Inst::Trap(c) => writeln!(out, "{pad}trap {c}"),
             Inst::If {
                 cond,

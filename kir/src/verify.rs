@@ -119,9 +119,18 @@ impl Ctx<'_> {
                 if t.scalar != elem || !lanes_ok {
                     return Err(self.err(format!("cannot store {t} ({value}) into {elem} memory")));
                 }
+                if let Inst::Atomic { old: Some(old), .. } = i {
+                    if self.k.types[*old] != t {
+                        return Err(self.err(format!(
+                            "{old} is declared {} but the atomic returns {t}",
+                            self.k.types[*old]
+                        )));
+                    }
+                    self.define(*old)?;
+                }
                 Ok(())
             }
-            Inst::Barrier => Ok(()),
+            Inst::Barrier | Inst::Fence => Ok(()),
             Inst::Trap(_) => Ok(()),
             Inst::If {
                 cond,

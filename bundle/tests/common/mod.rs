@@ -6,9 +6,8 @@
 
 use poot_bundle::{
     Arena, ArenaSizes, Binding, Dispatch, Entry, EntryKey, FORMAT_VERSION, KernelCode, Manifest,
-    ModelInfo,
-    ReadbackInfo, Sampling, SlotInfo, SlotKind, StateInfo, StepKind, Target, TargetCode, TextInfo,
-    WeightPacker,
+    ModelInfo, ReadbackInfo, Sampling, SlotInfo, SlotKind, StateInfo, StepKind, Target, TargetCode,
+    TextInfo, WeightPacker,
 };
 
 /// Offset of the manifest in a two-section bundle (header 16 + two 28-byte rows).

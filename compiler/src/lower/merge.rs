@@ -96,13 +96,16 @@ impl Remap {
                 mem,
                 index,
                 value,
+                old,
             } => Inst::Atomic {
                 op: *op,
                 mem: self.m(*mem),
                 index: self.v(*index),
                 value: self.v(*value),
+                old: old.map(|o| self.v(o)),
             },
             Inst::Barrier => Inst::Barrier,
+            Inst::Fence => Inst::Fence,
             Inst::Trap(c) => Inst::Trap(*c),
             Inst::If {
                 cond,

@@ -24,6 +24,7 @@ pub fn cases() -> Vec<(&'static str, Kernel)> {
         ("subgroup_guarded", subgroup_guarded()),
         ("subgroup_loop", subgroup_loop()),
         ("trap_barrier", trap_barrier()),
+        ("last_group", last_group()),
     ]
 }
 
@@ -650,6 +651,57 @@ pub fn trap_barrier() -> Kernel {
     b.store(out, local, y);
     b.finish()
 }
+
+/// Work-groups in the last-arrival pattern (run with `LAST_GROUP_GROUPS` groups): each
+/// publishes twice its slice of `x` to `part`, fences, and counts itself in `counter` with a
+/// fetched atomic add; the group that sees `groups - 1` fences again, sums `part` over the
+/// groups in group order into `out` and restores the counter to zero. Whichever group
+/// arrives last, the results are the same.
+pub fn last_group() -> Kernel {
+    let mut b = KernelBuilder::new("last_group", [32, 1, 1], 1);
+    let x = b.param("x", Scalar::F32, Access::Read);
+    let part = b.param("part", Scalar::F32, Access::ReadWrite);
+    let counter = b.param("counter", Scalar::U32, Access::ReadWrite);
+    let out = b.param("out", Scalar::F32, Access::Write);
+    let seen = b.shared(Scalar::U32, 1);
+    let local = b.special(Special::LocalX);
+    let group = b.special(Special::GroupX);
+    let width = b.u32(32);
+    let base = b.mul(group, width);
+    let at = b.add(base, local);
+    let v = b.load(x, at, 1);
+    let twice = b.add(v, v);
+    b.store(part, at, twice);
+    b.fence();
+    b.barrier();
+    let zero = b.u32(0);
+    let first = b.cmp(CmpOp::Eq, local, zero);
+    b.if_then(first, |b| {
+        let one = b.u32(1);
+        let old = b.atomic_fetch(ReduceOp::Add, counter, zero, one);
+        b.store(seen, zero, old);
+    });
+    b.barrier();
+    let arrived = b.load(seen, zero, 1);
+    let before_last = b.u32(LAST_GROUP_GROUPS - 1);
+    let last = b.cmp(CmpOp::Eq, arrived, before_last);
+    b.if_then(last, |b| {
+        b.fence();
+        let mut sum = b.f32(0.0);
+        for g in 0..LAST_GROUP_GROUPS {
+            let off = b.u32(32 * g);
+            let i = b.add(off, local);
+            let p = b.load(part, i, 1);
+            sum = b.add(sum, p);
+        }
+        b.store(out, local, sum);
+        b.if_then(first, |b| b.atomic(ReduceOp::Min, counter, zero, zero));
+    });
+    b.finish()
+}
+
+/// The work-groups `last_group` runs with.
+pub const LAST_GROUP_GROUPS: u32 = 4;
 
 /// A one-parameter kernel applying `f` to the loaded element, for error tests.
 pub fn unary_kernel(

@@ -38,11 +38,15 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
                 "Let"
             }
             Inst::Store { .. } => "Store",
-            Inst::Atomic { op, .. } => {
+            Inst::Atomic { op, old, .. } => {
                 seen.insert(format!("Atomic.{}", op.name()));
+                if old.is_some() {
+                    seen.insert("Atomic.old".to_string());
+                }
                 "Atomic"
             }
             Inst::Barrier => "Barrier",
+            Inst::Fence => "Fence",
             Inst::If { then, els, .. } => {
                 walk(then, seen);
                 walk(els, seen);
@@ -70,6 +74,7 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
         "Store",
         "Atomic",
         "Barrier",
+        "Fence",
         "If",
         "For",
         "Trap",
@@ -129,7 +134,7 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
     ));
     want.extend(ops("Cmp", &["lt", "le", "eq", "ne", "gt", "ge"]));
     want.extend(ops("SubgroupReduce", &["add", "max", "min", "or"]));
-    want.extend(ops("Atomic", &["add", "max", "min", "or"]));
+    want.extend(ops("Atomic", &["add", "max", "min", "or", "old"]));
     want.extend(ops("HalfToF32", &["false", "true"]));
     want.extend(ops("Bf16ToF32", &["false", "true"]));
     want.extend(ops("Load", &["1", "2", "4"]));

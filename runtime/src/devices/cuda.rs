@@ -149,11 +149,9 @@ impl CudaDevice {
         // SAFETY: `func` is a loaded kernel whose parameters are exactly these pointers (the
         // bundle validated the bindings against the kernel), each inside its arena; `config`
         // and `attr` outlive the call.
-        unsafe {
-            sys::cuLaunchKernelEx(&config, k.func, params.as_mut_ptr(), std::ptr::null_mut())
-        }
-        .result()
-        .map_err(|e| convert(&format!("launch of {}", k.name), e))
+        unsafe { sys::cuLaunchKernelEx(&config, k.func, params.as_mut_ptr(), std::ptr::null_mut()) }
+            .result()
+            .map_err(|e| convert(&format!("launch of {}", k.name), e))
     }
 
     /// Device-to-device copy bandwidth in bytes per second (bytes read plus written), the

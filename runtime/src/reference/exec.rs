@@ -159,8 +159,9 @@ impl<G: Global> Exec<'_, G> {
                     space,
                     index,
                     value,
+                    old,
                 } => {
-                    self.atomic(*f, *space, *index, *value, mask)?;
+                    self.atomic(*f, *space, *index, *value, *old, mask)?;
                     Some(())
                 }
                 Op::Reduce { f, dst, a, comps } => self.reduce(*f, *dst, *a, *comps, mask),
@@ -346,11 +347,14 @@ impl<G: Global> Exec<'_, G> {
         space: Space,
         index: usize,
         value: usize,
+        old: Option<usize>,
         mask: usize,
     ) -> Result<(), Fault> {
         let t = self.prog.threads;
         let State { regs, shared, .. } = &mut *self.st;
-        let regs: &[u32] = regs;
+        let mut olds = vec![0u32; if old.is_some() { t } else { 0 }];
+        let all: &mut Vec<u32> = regs;
+        let regs: &[u32] = all;
         let (idx, m, vals) = match (
             regs.get(index..index.saturating_add(t)),
             regs.get(mask..mask.saturating_add(t)),
@@ -388,12 +392,21 @@ impl<G: Global> Exec<'_, G> {
             };
             return Err(oob(self.prog, self.wg, o));
         }
-        for ((&i, &m), &v) in idx.iter().zip(m).zip(vals) {
+        for (lane, ((&i, &m), &v)) in idx.iter().zip(m).zip(vals).enumerate() {
             if m != 0
                 && let Some(w) = buf.get_mut(i as usize)
             {
+                if let Some(o) = olds.get_mut(lane) {
+                    *o = *w;
+                }
                 *w = comb(f, *w, v);
             }
+        }
+        if let Some(o) = old {
+            let dst = all
+                .get_mut(o..o.saturating_add(t))
+                .ok_or_else(|| internal(self.prog, "an atomic's registers are out of range"))?;
+            dst.copy_from_slice(&olds);
         }
         Ok(())
     }

@@ -64,7 +64,10 @@
 //!   instruction has no effect; what ran before it stays done.
 //! - Stores and atomics apply per active thread in lane order (the highest lane wins a
 //!   conflicting store); within a thread a vector's components in order. Atomics combine as
-//!   the arithmetic above (f32 add rounds each step; min/max as above).
+//!   the arithmetic above (f32 add rounds each step; min/max as above); one that returns the
+//!   old value gives each active lane the element as it was just before that lane's update,
+//!   and 0 to inactive lanes. `fence` is a sequence point, satisfied because work-groups of
+//!   a kernel with parameter atomics run one after another.
 //! - Shared arrays are per work-group and zero at its start.
 //! - `trap(code)` in any active thread ends the dispatch with a [`Fault`] carrying `code`.
 //!   Kernels should keep their codes below `0xFFFF_0000`: that range is the device's own.

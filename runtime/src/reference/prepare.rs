@@ -55,11 +55,18 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
                 f(*v);
                 e.operands().into_iter().for_each(&mut *f);
             }
-            Inst::Store { index, value, .. } | Inst::Atomic { index, value, .. } => {
+            Inst::Store { index, value, .. } => {
                 f(*index);
                 f(*value);
             }
-            Inst::Barrier | Inst::Trap(_) => {}
+            Inst::Atomic {
+                index, value, old, ..
+            } => {
+                f(*index);
+                f(*value);
+                old.iter().for_each(|v| f(*v));
+            }
+            Inst::Barrier | Inst::Fence | Inst::Trap(_) => {}
             Inst::If {
                 cond,
                 then,
@@ -286,17 +293,27 @@ impl Cx<'_> {
                     mem,
                     index,
                     value,
+                    old,
                 } => {
                     let (value_off, t) = self.get(*value)?;
+                    let f = self.comb(*op, t.scalar, "atomic")?;
+                    let index = self.off(*index)?;
+                    let old = match old {
+                        Some(o) => Some(self.define(*o)?.0),
+                        None => None,
+                    };
                     ops.push(Op::Atomic {
-                        f: self.comb(*op, t.scalar, "atomic")?,
+                        f,
                         space: self.space(*mem),
-                        index: self.off(*index)?,
+                        index,
                         value: value_off,
+                        old,
                     });
                 }
-                // Lockstep execution satisfies every barrier (module docs).
-                Inst::Barrier => {}
+                // Lockstep execution satisfies every barrier, and work-groups run one after
+                // another (in linear order) whenever a kernel has parameter atomics, so every
+                // fence is satisfied too (module docs).
+                Inst::Barrier | Inst::Fence => {}
                 Inst::Trap(code) => ops.push(Op::Trap(*code)),
                 Inst::If {
                     cond,

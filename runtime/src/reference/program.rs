@@ -171,6 +171,8 @@ pub(crate) enum Op {
         space: Space,
         index: usize,
         value: usize,
+        /// Where the old values go (0 in inactive lanes), when they are used.
+        old: Option<usize>,
     },
     Trap(u32),
     If(Box<IfOp>),
