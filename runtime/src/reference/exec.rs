@@ -351,10 +351,11 @@ impl<G: Global> Exec<'_, G> {
         mask: usize,
     ) -> Result<(), Fault> {
         let t = self.prog.threads;
-        let State { regs, shared, .. } = &mut *self.st;
+        let State {
+            regs: file, shared, ..
+        } = &mut *self.st;
         let mut olds = vec![0u32; if old.is_some() { t } else { 0 }];
-        let all: &mut Vec<u32> = regs;
-        let regs: &[u32] = all;
+        let regs: &[u32] = file;
         let (idx, m, vals) = match (
             regs.get(index..index.saturating_add(t)),
             regs.get(mask..mask.saturating_add(t)),
@@ -403,7 +404,7 @@ impl<G: Global> Exec<'_, G> {
             }
         }
         if let Some(o) = old {
-            let dst = all
+            let dst = file
                 .get_mut(o..o.saturating_add(t))
                 .ok_or_else(|| internal(self.prog, "an atomic's registers are out of range"))?;
             dst.copy_from_slice(&olds);
