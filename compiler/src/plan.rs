@@ -3,7 +3,8 @@
 //!
 //! Invariants: weights and tables are packed once and shared by every entry; carried state
 //! has one layout shared by every entry (a prefill chunk writes the K/V the decode entry
-//! reads); slot, scratch and readback layouts are per entry, each arena sized to the
+//! reads), and each entry that uses counters (`Buf::Counters`) has a region of the state arena
+//! of its own after the states placed before it; slot, scratch and readback layouts are per entry, each arena sized to the
 //! largest entry; scratch buffers are packed first-fit by liveness over the dispatch list
 //! (a buffer lives from its first to its last dispatch, outputs to the end); every offset is
 //! 256-byte aligned, which satisfies every vector access a kernel makes.
@@ -172,6 +173,11 @@ impl<'m> Planner<'m> {
                 }
             }
         }
+        // This entry's counters: a region of the state arena of its own, listed with no state
+        // (they are not model state), zeroed with the arena.
+        let counters = (4 * p.counters) as u64;
+        let counters_at = self.state_size;
+        self.state_size = align(self.state_size + counters);
         let mut readbacks: Vec<ReadbackInfo> = Vec::new();
         let mut read_at: HashMap<Buf, u64> = HashMap::new();
         let mut read_size = 0;
@@ -206,7 +212,7 @@ impl<'m> Planner<'m> {
                     Buf::Value(_) if read_at.contains_key(b) => continue,
                     Buf::Value(v) => bytes_of(*v),
                     Buf::Scratch(..) => p.scratch.get(b).copied().unwrap_or(0),
-                    Buf::Table(_) => continue,
+                    Buf::Table(_) | Buf::Counters => continue,
                 };
                 let e = life.entry(*b).or_insert((i, i, len));
                 e.1 = i;
@@ -275,6 +281,7 @@ impl<'m> Planner<'m> {
                         scratch_at[b],
                         p.scratch.get(b).copied().unwrap_or(0),
                     ),
+                    Buf::Counters => (Arena::State, counters_at, counters),
                 };
                 bindings.push(Binding {
                     arena,

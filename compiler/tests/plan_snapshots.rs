@@ -92,7 +92,7 @@ fn plan_text(m: &Manifest) -> String {
 fn snapshot(family: Family) {
     let model = tiny_model(family, 7).unwrap();
     let opts = CompileOptions {
-        cap: 16,
+        cap: 48,
         rows: 2,
         prefill_chunks: vec![4],
         targets: vec![Target::Reference],

@@ -1,16 +1,20 @@
-//! The attention kernels: scores, masked softmax and the weighted sum of values, split over
-//! the cache, and the combine of the splits.
+//! The attention kernel: scores, masked softmax and the weighted sum of values, split over
+//! the cache, with the combine of the splits done by the last split to finish.
 //!
 //! Invariants: one subgroup per work-group; a split covers one position per lane; a position
 //! the mask hides skips its key and value reads, and the weighted sum runs over the split's
-//! visible prefix only, so a step reads the K/V its position needs, not the whole cache; the
-//! combine weighs each split by `exp(m_split - m)` with every split's record loaded at once.
+//! visible prefix only, so a step reads the K/V its position needs, not the whole cache. Each
+//! split writes its record (max score, sum of exponentials, unnormalised output), fences, and
+//! counts itself in its (row, token, head)'s counter; the split that counts last fences again,
+//! weighs each record by `exp(m_split - m)` in split order (every record loaded at once) and
+//! restores the counter to zero, so the result does not depend on which split finishes last
+//! and the counters are zero between dispatches.
 
 use super::expr::{Buf, Emit};
 use super::kernels::{Launch, launch};
 use crate::Result;
 use poot_ir::Value;
-use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// Cache positions each lane of the attention kernel covers per split (one: short splits keep
 /// the dependent memory round trips per kernel few; the combine reads all splits at once).
@@ -48,18 +52,18 @@ fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usiz
     e.kb.add(l, r)
 }
 
-/// Attention, split over the cache: the first kernel computes, per (row, token, head) and
-/// per chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
-/// output; the second combines the chunks. Scores are lane-per-position (a hidden position
-/// skips its key reads); the weighted sum of values is lane-per-dimension over the chunk's
-/// visible prefix only, so a step reads the K/V its position needs, not the whole cache.
-/// One subgroup per work-group.
-pub fn attention_partial(
+/// Attention, split over the cache: each work-group computes, for one (row, token, head) and
+/// one chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
+/// output, and the last chunk of a (row, token, head) to finish combines them into `root`.
+/// Scores are lane-per-position (a hidden position skips its key reads); the weighted sum of
+/// values is lane-per-dimension over the chunk's visible prefix only. One subgroup per
+/// work-group.
+pub fn attention(
     e: &mut Emit,
     root: Value,
     a: &super::place::Attention,
     sub: u32,
-) -> Result<(Launch, usize)> {
+) -> Result<Launch> {
     let g = e.g;
     let qd = g.ty(a.q).shape.0.clone();
     let kd = g.ty(a.k).shape.0.clone();
@@ -71,7 +75,7 @@ pub fn attention_partial(
     let splits = c.div_ceil(chunk);
     let km = e.buffer(a.k, Access::Read)?;
     let vm = e.buffer(a.v, Access::Read)?;
-    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Write);
+    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::ReadWrite);
     let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
     let ps = e.kb.shared(Scalar::F32, chunk as u32);
     let rth = e.kb.special(Special::GroupX);
@@ -232,18 +236,54 @@ pub fn attention_partial(
         }
         Ok(vec![])
     })?;
-    let mut l = launch([r * t * h, splits, 1], 8 * r * c * groups * d);
-    l.scratch = vec![(4 * r * t * h * splits * rec) as u64];
-    Ok((l, splits))
+    // The last split of this (row, token, head) to finish combines the records.
+    let last = if splits == 1 {
+        e.kb.bool(true)
+    } else {
+        let counters = e.mem(Buf::Counters, Scalar::U32, Access::ReadWrite);
+        let seen = e.kb.shared(Scalar::U32, 1);
+        e.kb.fence();
+        e.kb.barrier();
+        e.when(first, |e| {
+            let one = e.u(1);
+            let old = e.kb.atomic_fetch(ReduceOp::Add, counters, rth, one);
+            e.kb.store(seen, zero_u, old);
+            Ok(())
+        })?;
+        e.kb.barrier();
+        let arrived = e.kb.load(seen, zero_u, 1);
+        let before_last = e.u(splits - 1);
+        e.kb.cmp(CmpOp::Eq, arrived, before_last)
+    };
+    e.when(last, |e| {
+        if splits > 1 {
+            e.kb.fence();
+        }
+        combine(e, root, part, rth, splits, sub)?;
+        if splits > 1 {
+            let counters = e.mem(Buf::Counters, Scalar::U32, Access::ReadWrite);
+            e.when(first, |e| {
+                e.kb.atomic(ReduceOp::Min, counters, rth, zero_u);
+                Ok(())
+            })?;
+        }
+        Ok(())
+    })?;
+    let rows = r * t * h;
+    let mut l = launch(
+        [rows, splits, 1],
+        8 * r * c * groups * d + 4 * rows * splits * rec,
+    );
+    l.scratch = vec![(4 * rows * splits * rec) as u64];
+    l.counters = if splits > 1 { rows } else { 0 };
+    Ok(l)
 }
 
-/// Combines the chunks of `attention_partial` into `root`'s `[r, t, h, d]` output.
-pub fn attention_combine(e: &mut Emit, root: Value, splits: usize, sub: u32) -> Result<Launch> {
-    let od = e.g.ty(root).shape.0.clone();
-    let (r, t, h, d) = (od[0], od[1], od[2], od[3]);
-    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::Read);
+/// Combines the `splits` records of (row, token, head) `rth` in `part` into `root`'s
+/// `[r, t, h, d]` output.
+fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u32) -> Result<()> {
+    let d = e.g.ty(root).shape.last();
     let out = e.buffer(root, Access::Write)?;
-    let rth = e.kb.special(Special::GroupX);
     let lane = e.kb.special(Special::LocalX);
     let rec = e.u(d + 2);
     let splits_v = e.u(splits);
@@ -300,5 +340,5 @@ pub fn attention_combine(e: &mut Emit, root: Value, splits: usize, sub: u32) -> 
         e.kb.store(out, at, y);
         Ok(vec![])
     })?;
-    Ok(launch([r * t * h, 1, 1], 4 * r * t * h * splits * (d + 2)))
+    Ok(())
 }

@@ -28,6 +28,10 @@ pub enum Buf {
     Table(usize),
     /// Kernel-private scratch `i` of the kernel computing a value.
     Scratch(Value, u32),
+    /// Counters (`u32`) that are zero between dispatches: a kernel that changes one restores
+    /// it to zero before it ends, so every dispatch of a step may share them. They persist
+    /// across steps (zeroed at allocation and by `reset_state`).
+    Counters,
 }
 
 /// The kir element type of a graph dtype held in a buffer.
@@ -91,6 +95,7 @@ impl<'a> Emit<'a> {
             },
             Buf::Table(_) => "table".to_string(),
             Buf::Scratch(..) => "scratch".to_string(),
+            Buf::Counters => "counters".to_string(),
         };
         let m = self.kb.param(&name, elem, access);
         self.params.push(buf);

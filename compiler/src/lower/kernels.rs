@@ -21,6 +21,8 @@ pub struct Launch {
     pub work: u64,
     /// Bytes of each kernel-private scratch buffer (`Buf::Scratch(root, i)`).
     pub scratch: Vec<u64>,
+    /// Words of `Buf::Counters` the kernel uses.
+    pub counters: usize,
 }
 
 pub(super) fn launch(grid: [usize; 3], work: usize) -> Launch {
@@ -28,6 +30,7 @@ pub(super) fn launch(grid: [usize; 3], work: usize) -> Launch {
         grid: grid.map(|g| g.max(1) as u32),
         work: work as u64,
         scratch: Vec::new(),
+        counters: 0,
     }
 }
 

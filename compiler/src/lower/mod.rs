@@ -1,7 +1,7 @@
 //! Lowering: a verified, optimized graph becomes kernels and the dispatch list that runs them.
 //!
 //! Invariants: `place` decides what is fused (see `place`); every value with a kernel gets
-//! exactly one (attention gets two: partial and combine), emitted in node order so each
+//! exactly one, emitted in node order so each
 //! dispatch runs after every producer it reads; identical kernels (same text) are shared;
 //! every emitted kernel passes `poot_kir::verify`.
 
@@ -53,6 +53,8 @@ pub struct Program {
     pub dispatches: Vec<Dispatch>,
     /// Bytes of each kernel-private scratch buffer.
     pub scratch: BTreeMap<Buf, u64>,
+    /// Words of `Buf::Counters` the dispatches use (the most any one uses).
+    pub counters: usize,
     /// Each output's buffer.
     pub outputs: Vec<(String, Buf)>,
     /// Each carried state's buffer after the step (updated in place).
@@ -66,6 +68,7 @@ struct Builder<'t> {
     by_text: HashMap<String, usize>,
     dispatches: Vec<Dispatch>,
     scratch: BTreeMap<Buf, u64>,
+    counters: usize,
 }
 
 impl Builder<'_> {
@@ -103,6 +106,7 @@ impl Builder<'_> {
                 self.scratch.insert(Buf::Scratch(*v, i as u32), *bytes);
             }
         }
+        self.counters = self.counters.max(launch.counters);
         self.dispatches.push(Dispatch {
             kernel: index,
             grid: launch.grid,
@@ -125,6 +129,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         by_text: HashMap::new(),
         dispatches: Vec::new(),
         scratch: BTreeMap::new(),
+        counters: 0,
     };
     for (v, n) in g.nodes.iter() {
         let fused_mm: Vec<Value> = g
@@ -176,14 +181,8 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                 Op::AttnMix => {
                     let (a, _) = match_attention(g, &pl.users, v)
                         .ok_or_else(|| unsupported(g, v, "attention"))?;
-                    let mut splits = 0;
                     b.emit(g, &pl, "attention", sub, |e| {
-                        let (l, s) = attention::attention_partial(e, v, &a, sub)?;
-                        splits = s;
-                        Ok(l)
-                    })?;
-                    b.emit(g, &pl, "attention_combine", sub, |e| {
-                        attention::attention_combine(e, v, splits, sub)
+                        attention::attention(e, v, &a, sub)
                     })?
                 }
                 Op::Unary(_)
@@ -255,6 +254,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         kernels,
         dispatches,
         scratch: b.scratch,
+        counters: b.counters,
         outputs,
         states,
     })
