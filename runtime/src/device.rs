@@ -75,8 +75,8 @@ pub trait Device {
     fn synchronize(&mut self) -> Result<(), DeviceError>;
     /// Frees the arenas.
     fn free(&mut self);
-    /// Device time of each dispatch of an eager run, in seconds, where the device can time
-    /// one (profiling: `poot bench --profile`).
+    /// Device time of each dispatch, in seconds, where the device can time one (profiling:
+    /// `poot bench --profile`); each device documents how it measures.
     fn profile(
         &mut self,
         kernels: &[Self::Kernel],

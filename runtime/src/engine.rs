@@ -176,7 +176,8 @@ impl<D: Device> Engine<D> {
         Ok((self.read_back(entry)?, host))
     }
 
-    /// Per-dispatch device seconds of one eager run of entry `id`, if the device can time them.
+    /// Per-dispatch device seconds of entry `id` (as `Device::profile` measures them), if the
+    /// device can time them.
     pub fn profile(
         &mut self,
         id: EntryId,

@@ -10,6 +10,9 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// Dispatches `poot bench --profile` lists one by one (the first layer and then some).
+const PROFILE_LISTED: usize = 12;
+
 #[derive(Parser)]
 #[command(
     name = "poot",
@@ -280,6 +283,11 @@ fn bench<D: poot_runtime::Device>(
                 let e = by.entry(kind).or_default();
                 e.0 += t;
                 e.1 += 1;
+            }
+            println!("first dispatches:");
+            for (d, t) in entry.dispatches.iter().zip(&times).take(PROFILE_LISTED) {
+                let name = names.get(d.kernel as usize).cloned().unwrap_or_default();
+                println!("  {name:<28} grid {:?} {:>8.2} us", d.grid, t * 1e6);
             }
             let mut rows_: Vec<_> = by.into_iter().collect();
             rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));

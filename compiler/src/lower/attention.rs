@@ -2,8 +2,9 @@
 //! the cache, with the combine of the splits done by the last split to finish.
 //!
 //! Invariants: one subgroup per work-group; a split covers one position per lane; a position
-//! the mask hides skips its key and value reads, and the weighted sum runs over the split's
-//! visible prefix only, so a step reads the K/V its position needs, not the whole cache. Each
+//! the mask hides reads position 0's row instead of its own (one row every split shares, its
+//! values never used), and the weighted sum runs over the split's visible prefix only, so a
+//! step reads the K/V its position needs, not the whole cache. Each
 //! split writes its record (max score, sum of exponentials, unnormalised output), fences, and
 //! counts itself in its (row, token, head)'s counter; the split that counts last fences again,
 //! weighs each record by `exp(m_split - m)` in split order (every record loaded at once) and
@@ -16,35 +17,26 @@ use crate::Result;
 use poot_ir::Value;
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
-/// Cache positions each lane of the attention kernel covers per split (one: short splits keep
-/// the dependent memory round trips per kernel few; the combine reads all splits at once).
-const ATT_CHUNK_PER_LANE: usize = 1;
-
-/// The dot product of `d` values of shared `q` with `d` values of `k` at word `kbase`, in
-/// 4-lane loads when `d` is a multiple of 4, with four accumulators combined as
-/// `(a0 + a1) + (a2 + a3)`; the loads are independent, so they are issued back to back.
-fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usize) -> Val {
+/// The dot product of shared `q` with `keys` (one value per dimension), with four
+/// accumulators combined as `(a0 + a1) + (a2 + a3)` and `q` read in 4-lane loads when the
+/// head is a multiple of 4.
+fn dot_q(e: &mut Emit, qs: Mem, keys: &[Val]) -> Val {
     let zero = e.kb.f32(0.0);
     let mut acc = [zero; 4];
-    if d.is_multiple_of(4) {
-        for i in 0..d / 4 {
+    if keys.len().is_multiple_of(4) {
+        for (i, k4) in keys.chunks(4).enumerate() {
             let o = e.u(4 * i);
             let qv = e.kb.load(qs, o, 4);
-            let at = e.kb.add(kbase, o);
-            let kv = e.kb.load(km, at, 4);
-            for (c, a) in acc.iter_mut().enumerate() {
+            for (c, (&k, a)) in k4.iter().zip(acc.iter_mut()).enumerate() {
                 let x = e.kb.extract(qv, c as u8);
-                let y = e.kb.extract(kv, c as u8);
-                *a = e.kb.fma(x, y, *a);
+                *a = e.kb.fma(x, k, *a);
             }
         }
     } else {
-        for i in 0..d {
+        for (i, &k) in keys.iter().enumerate() {
             let o = e.u(i);
             let x = e.kb.load(qs, o, 1);
-            let at = e.kb.add(kbase, o);
-            let y = e.kb.load(km, at, 1);
-            acc[i % 4] = e.kb.fma(x, y, acc[i % 4]);
+            acc[i % 4] = e.kb.fma(x, k, acc[i % 4]);
         }
     }
     let l = e.kb.add(acc[0], acc[1]);
@@ -55,8 +47,9 @@ fn dot_q(e: &mut Emit, qs: poot_kir::Mem, km: poot_kir::Mem, kbase: Val, d: usiz
 /// Attention, split over the cache: each work-group computes, for one (row, token, head) and
 /// one chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
 /// output, and the last chunk of a (row, token, head) to finish combines them into `root`.
-/// Scores are lane-per-position (a hidden position skips its key reads); the weighted sum of
-/// values is lane-per-dimension over the chunk's visible prefix only. One subgroup per
+/// Scores are lane-per-position; the weighted sum of values is lane-per-dimension over the
+/// chunk's visible prefix only. Every key and value load is issued before the queries are
+/// computed, so the kernel waits for memory about once before the combine. One subgroup per
 /// work-group.
 pub fn attention(
     e: &mut Emit,
@@ -71,7 +64,7 @@ pub fn attention(
     let (c, groups) = (kd[1], kd[2]);
     let per = h / groups;
     let subn = sub as usize;
-    let chunk = subn * ATT_CHUNK_PER_LANE;
+    let chunk = subn;
     let splits = c.div_ceil(chunk);
     let km = e.buffer(a.k, Access::Read)?;
     let vm = e.buffer(a.v, Access::Read)?;
@@ -89,8 +82,88 @@ pub fn attention(
     let hi = e.kb.bin(BinOp::Rem, rem, hv);
     let perv = e.u(per);
     let gi = e.kb.bin(BinOp::Div, hi, perv);
-    // Queries into shared memory, computed once per work-group.
     let dv = e.u(d);
+    let chunk_v = e.u(chunk);
+    let c0 = e.kb.mul(split, chunk_v);
+    let scale = e.kb.f32(a.scale);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let zero = e.kb.f32(0.0);
+    let cv = e.u(c);
+    let gv = e.u(groups);
+    let zero_u = e.u(0);
+    let row_of = |e: &mut Emit, ci: Val| {
+        let x = e.kb.mul(ri, cv);
+        let x = e.kb.add(x, ci);
+        let x = e.kb.mul(x, gv);
+        let x = e.kb.add(x, gi);
+        e.kb.mul(x, dv)
+    };
+    // This lane's position, whether the mask shows it, and the chunk's visible prefix
+    // c0 .. end (the whole visible part for a causal mask).
+    let cc = e.kb.add(c0, lane);
+    let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
+    let last = e.u(c - 1);
+    let ci = e.kb.bin(BinOp::Min, cc, last);
+    let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
+    let visible = e.value(a.mask, &mi)?;
+    let live = e.kb.bin(BinOp::And, inside, visible);
+    let one = e.u(1);
+    let next = e.kb.add(cc, one);
+    let mine = e.kb.select(live, next, zero_u);
+    let end = e.kb.subgroup_reduce(ReduceOp::Max, mine);
+    let has = e.kb.cmp(CmpOp::Gt, end, c0);
+    let span = e.kb.sub(end, c0);
+    let count = e.kb.select(has, span, zero_u);
+    // Every key and value load is issued before the queries are ready, without branches: a
+    // hidden position reads position 0's row instead (one hot row, never used), so a chunk
+    // with nothing visible costs no memory traffic beyond that row.
+    let kpos = e.kb.select(live, ci, zero_u);
+    let kbase = row_of(e, kpos);
+    let kl = if d.is_multiple_of(4) { 4 } else { 1 };
+    let mut keys = Vec::with_capacity(d);
+    for i in 0..d / kl {
+        let o = e.u(kl * i);
+        let at = e.kb.add(kbase, o);
+        let kv = e.kb.load(km, at, kl as u8);
+        for c in 0..kl {
+            keys.push(if kl == 1 {
+                kv
+            } else {
+                e.kb.extract(kv, c as u8)
+            });
+        }
+    }
+    // Values, lane-per-dimension: `w` consecutive dimensions per lane (2-lane loads when the
+    // head splits evenly), `rounds` rounds of dimensions, the chunk's positions clamped to its
+    // visible prefix.
+    let w = if d % (2 * subn) == 0 { 2 } else { 1 };
+    let rounds = d.div_ceil(subn * w);
+    let wv = e.u(w);
+    let dstart = e.kb.mul(lane, wv);
+    let last_dim = e.u(d - w);
+    let last_seen = e.kb.sub(count, one);
+    let last_seen = e.kb.select(has, last_seen, zero_u);
+    let mut dims = Vec::with_capacity(rounds);
+    let mut values = Vec::with_capacity(rounds);
+    for i in 0..rounds {
+        let off = e.u(i * subn * w);
+        let dd = e.kb.add(dstart, off);
+        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+        let dd = e.kb.bin(BinOp::Min, dd, last_dim);
+        let mut row = Vec::with_capacity(chunk);
+        for u in 0..chunk {
+            let uv = e.u(u);
+            let pu = e.kb.bin(BinOp::Min, uv, last_seen);
+            let pos = e.kb.add(c0, pu);
+            let pos = e.kb.select(has, pos, zero_u);
+            let vb = row_of(e, pos);
+            let at = e.kb.add(vb, dd);
+            row.push(e.kb.load(vm, at, w as u8));
+        }
+        dims.push((dd, ok));
+        values.push(row);
+    }
+    // Queries into shared memory, computed once per work-group.
     for i in 0..d.div_ceil(subn) {
         let off = e.u(i * subn);
         let dd = e.kb.add(lane, off);
@@ -102,66 +175,16 @@ pub fn attention(
         })?;
     }
     e.kb.barrier();
-    let chunk_v = e.u(chunk);
-    let c0 = e.kb.mul(split, chunk_v);
-    let scale = e.kb.f32(a.scale);
-    let ninf = e.kb.f32(f32::NEG_INFINITY);
-    let cv = e.u(c);
-    let gv = e.u(groups);
-    let zero_u = e.u(0);
-    let row_of = |e: &mut Emit, ci: Val| {
-        let x = e.kb.mul(ri, cv);
-        let x = e.kb.add(x, ci);
-        let x = e.kb.mul(x, gv);
-        let x = e.kb.add(x, gi);
-        e.kb.mul(x, dv)
-    };
-    let mut scores = Vec::with_capacity(ATT_CHUNK_PER_LANE);
-    let mut end = zero_u;
-    for j in 0..ATT_CHUNK_PER_LANE {
-        let off = e.u(j * subn);
-        let cc = e.kb.add(c0, off);
-        let cc = e.kb.add(cc, lane);
-        let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
-        let last = e.u(c - 1);
-        let ci = e.kb.bin(BinOp::Min, cc, last);
-        let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
-        let visible = e.value(a.mask, &mi)?;
-        let live = e.kb.bin(BinOp::And, inside, visible);
-        let sc = e.branch(
-            live,
-            |e| {
-                let kbase = row_of(e, ci);
-                let dot = dot_q(e, qs, km, kbase, d);
-                Ok(vec![e.kb.mul(dot, scale)])
-            },
-            |_| Ok(vec![ninf]),
-        )?;
-        scores.push(sc[0]);
-        let one = e.u(1);
-        let next = e.kb.add(cc, one);
-        let mine = e.kb.select(live, next, zero_u);
-        end = e.kb.bin(BinOp::Max, end, mine);
-    }
-    let mut m = ninf;
-    for &sc in &scores {
-        m = e.kb.bin(BinOp::Max, m, sc);
-    }
-    let m = e.kb.subgroup_reduce(ReduceOp::Max, m);
-    let end = e.kb.subgroup_reduce(ReduceOp::Max, end);
+    let dot = dot_q(e, qs, &keys);
+    let sc = e.kb.mul(dot, scale);
+    let sc = e.kb.select(live, sc, ninf);
+    let m = e.kb.subgroup_reduce(ReduceOp::Max, sc);
     let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
-    let zero = e.kb.f32(0.0);
     let safe_m = e.kb.select(empty, zero, m);
-    let mut l = zero;
-    for (j, &sc) in scores.iter().enumerate() {
-        let x = e.kb.sub(sc, safe_m);
-        let p = e.kb.un(UnOp::Exp, x);
-        l = e.kb.add(l, p);
-        let off = e.u(j * subn);
-        let at = e.kb.add(off, lane);
-        e.kb.store(ps, at, p);
-    }
-    let l = e.kb.subgroup_reduce(ReduceOp::Add, l);
+    let x = e.kb.sub(sc, safe_m);
+    let p = e.kb.un(UnOp::Exp, x);
+    e.kb.store(ps, lane, p);
+    let l = e.kb.subgroup_reduce(ReduceOp::Add, p);
     e.kb.barrier();
     let rec = d + 2;
     let recv = e.u(rec);
@@ -172,70 +195,42 @@ pub fn attention(
     let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
     e.when(first, |e| {
         e.kb.store(part, pbase, m);
-        let one = e.u(1);
         let at = e.kb.add(pbase, one);
         e.kb.store(part, at, l);
         Ok(())
     })?;
-    // Visible positions of this chunk: c0 .. end (a prefix for a causal mask).
-    let has = e.kb.cmp(CmpOp::Gt, end, c0);
-    let span = e.kb.sub(end, c0);
-    let count = e.kb.select(has, span, zero_u);
-    let last = e.u(c - 1);
-    // Lane-per-dimension weighted sum: two consecutive dimensions per lane (2-lane loads)
-    // when the head splits evenly, 32 positions per iteration with every load issued before
-    // the multiply-adds (a chunk is at most four iterations).
-    let w = if d % (2 * subn) == 0 { 2 } else { 1 };
-    let unroll = 32;
-    let wv = e.u(w);
-    let dstart = e.kb.mul(lane, wv);
-    e.repeat(dstart, dv, sub * w as u32, &[], |e, dd, _| {
-        let acc = e.repeat(
-            zero_u,
-            count,
-            unroll as u32,
-            &vec![zero; 2 * w],
-            |e, q0, acc| {
-                let mut loads = Vec::with_capacity(unroll);
-                for u in 0..unroll {
-                    let uo = e.u(u);
-                    let qi = e.kb.add(q0, uo);
-                    let ok = e.kb.cmp(CmpOp::Lt, qi, count);
-                    let last_p = e.u(chunk - 1);
-                    let pi = e.kb.bin(BinOp::Min, qi, last_p);
-                    let p = e.kb.load(ps, pi, 1);
-                    let p = e.kb.select(ok, p, zero);
-                    let cc = e.kb.add(c0, pi);
-                    let ci = e.kb.bin(BinOp::Min, cc, last);
-                    let vb = row_of(e, ci);
-                    let at = e.kb.add(vb, dd);
-                    let vv = e.kb.load(vm, at, w as u8);
-                    loads.push((p, vv));
-                }
-                let mut next = acc.to_vec();
-                for (u, (p, vv)) in loads.into_iter().enumerate() {
-                    for comp in 0..w {
-                        let x = if w == 1 {
-                            vv
-                        } else {
-                            e.kb.extract(vv, comp as u8)
-                        };
-                        let slot = 2 * comp + u % 2;
-                        next[slot] = e.kb.fma(p, x, next[slot]);
-                    }
-                }
-                Ok(next)
-            },
-        )?;
-        for comp in 0..w {
-            let o = e.kb.add(acc[2 * comp], acc[2 * comp + 1]);
-            let off = e.u(2 + comp);
-            let at = e.kb.add(pbase, off);
-            let at = e.kb.add(at, dd);
-            e.kb.store(part, at, o);
+    // The weighted sum over the visible prefix, two accumulators per dimension.
+    let weights: Vec<(Val, Val)> = (0..chunk)
+        .map(|u| {
+            let uv = e.u(u);
+            let ok = e.kb.cmp(CmpOp::Lt, uv, count);
+            (e.kb.load(ps, uv, 1), ok)
+        })
+        .collect();
+    for ((dd, ok), row) in dims.into_iter().zip(values) {
+        let mut acc = vec![zero; 2 * w];
+        for (u, (&(p, seen), vv)) in weights.iter().zip(row).enumerate() {
+            for (comp, a) in acc.iter_mut().skip(u % 2).step_by(2).enumerate() {
+                let x = if w == 1 {
+                    vv
+                } else {
+                    e.kb.extract(vv, comp as u8)
+                };
+                let f = e.kb.fma(p, x, *a);
+                *a = e.kb.select(seen, f, *a);
+            }
         }
-        Ok(vec![])
-    })?;
+        e.when(ok, |e| {
+            for comp in 0..w {
+                let o = e.kb.add(acc[2 * comp], acc[2 * comp + 1]);
+                let off = e.u(2 + comp);
+                let at = e.kb.add(pbase, off);
+                let at = e.kb.add(at, dd);
+                e.kb.store(part, at, o);
+            }
+            Ok(())
+        })?;
+    }
     // The last split of this (row, token, head) to finish combines the records.
     let last = if splits == 1 {
         e.kb.bool(true)

@@ -204,22 +204,6 @@ impl<'a> Emit<'a> {
         Ok(())
     }
 
-    /// `if cond { then } else { els }` with results.
-    pub fn branch(
-        &mut self,
-        cond: Val,
-        then: impl FnOnce(&mut Self) -> Result<Vec<Val>>,
-        els: impl FnOnce(&mut Self) -> Result<Vec<Val>>,
-    ) -> Result<Vec<Val>> {
-        self.kb.begin();
-        let ty = then(self)?;
-        let tb = self.kb.end();
-        self.kb.begin();
-        let ey = els(self)?;
-        let eb = self.kb.end();
-        Ok(self.kb.finish_if(cond, tb, ty, eb, ey))
-    }
-
     /// A `u32` loop carrying `init`; the body returns the carried values' next values.
     pub fn repeat(
         &mut self,
@@ -237,6 +221,38 @@ impl<'a> Emit<'a> {
         Ok(self
             .kb
             .finish_for(var, start, end, step, carried, b, yields))
+    }
+
+    /// `repeat` over `start + i * step` for `i < iters`, unrolled: round `i` runs the body
+    /// on its index clamped below `end` and keeps the carried values it yields only where the
+    /// index is below `end`, so the rounds are straight-line code and their loads issue
+    /// together instead of one memory round trip per iteration. The caller picks `iters` to
+    /// cover `start..end`.
+    pub fn unrolled(
+        &mut self,
+        start: Val,
+        end: usize,
+        step: u32,
+        iters: usize,
+        init: &[Val],
+        mut body: impl FnMut(&mut Self, Val, &[Val]) -> Result<Vec<Val>>,
+    ) -> Result<Vec<Val>> {
+        let mut acc = init.to_vec();
+        let endv = self.u(end);
+        let last = self.u(end.saturating_sub(1));
+        for i in 0..iters {
+            let off = self.u(i * step as usize);
+            let var = self.kb.add(start, off);
+            let valid = self.kb.cmp(poot_kir::CmpOp::Lt, var, endv);
+            let at = self.kb.bin(BinOp::Min, var, last);
+            let next = body(self, at, &acc)?;
+            acc = next
+                .iter()
+                .zip(&acc)
+                .map(|(&n, &a)| self.kb.select(valid, n, a))
+                .collect();
+        }
+        Ok(acc)
     }
 
     /// Element `idx` of `root` computed from its own op, even though `root` has a buffer

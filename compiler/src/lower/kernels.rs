@@ -130,10 +130,14 @@ pub fn gather_rows(e: &mut Emit, root: Value) -> Result<Launch> {
 
 const MM_WARPS: usize = 4;
 const MM_ROWS: usize = 8;
+/// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
+/// projection has 5).
+const MM_UNROLL: usize = 8;
 
 /// `x @ w^T`: one subgroup per output column, up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
-/// loads; one weight per step when `k` is not a multiple of 32), then a subgroup sum. `mms`
+/// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
+/// multiple of 32), then a subgroup sum. `mms`
 /// are one or two matmuls of the same `x` (a SwiGLU's gate and up); the root is the matmul
 /// itself or an element-wise value of their shape computed from them (the epilogue).
 pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Launch> {
@@ -241,8 +245,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         let acc = if k.is_multiple_of(32) {
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
             // the matching x as eight 4-lane loads, shared by the matmuls.
-            let units = e.u(k / 32);
-            e.repeat(lane, units, sub, &vec![zero; rb * nm], |e, u, acc| {
+            let body = |e: &mut Emit, u: Val, acc: &[Val]| {
                 let wv: Vec<Vec<Val>> = ws
                     .iter()
                     .map(|&(m, words, dt, rbytes)| unit(e, m, words, dt, col, u, rbytes))
@@ -280,7 +283,16 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                     }
                 }
                 Ok(next)
-            })?
+            };
+            // Few rounds per lane: unrolled, so every round's weights are in flight at once.
+            let init = vec![zero; rb * nm];
+            let rounds = (k / 32).div_ceil(sub as usize);
+            if rounds <= MM_UNROLL {
+                e.unrolled(lane, k / 32, sub, rounds, &init, body)?
+            } else {
+                let units = e.u(k / 32);
+                e.repeat(lane, units, sub, &init, body)?
+            }
         } else {
             e.repeat(lane, kv, sub, &vec![zero; rb * nm], |e, kk, acc| {
                 let wv: Vec<Val> = ws

@@ -27,6 +27,9 @@ pub struct CudaDevice {
     modules: Vec<sys::CUmodule>,
 }
 
+/// Replays timed per dispatch-list prefix by `profile`.
+const PROFILE_REPLAYS: usize = 15;
+
 /// A loaded kernel.
 pub struct CudaKernel {
     func: sys::CUfunction,
@@ -330,6 +333,11 @@ impl Device for CudaDevice {
             .map_err(|e| convert("cuStreamSynchronize", e))
     }
 
+    /// The marginal device time of each dispatch inside a captured graph: the graph of the
+    /// first `i` dispatches is timed (events around the launch, median of
+    /// `PROFILE_REPLAYS` replays after a warm-up) for every `i`, and dispatch `i` is given
+    /// the difference with the graph of the first `i - 1` (so launch gaps and overlap are
+    /// counted as in a replay; a difference can be slightly negative from noise).
     fn profile(
         &mut self,
         kernels: &[CudaKernel],
@@ -339,35 +347,47 @@ impl Device for CudaDevice {
             result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
                 .map_err(|e| convert("cuEventCreate", e))
         };
-        let events = (0..=dispatches.len())
-            .map(|_| ev())
-            .collect::<Result<Vec<_>, _>>()?;
-        let mut run = || -> Result<(), DeviceError> {
-            for (i, d) in dispatches.iter().enumerate() {
-                let k = kernels
-                    .get(d.kernel as usize)
-                    .ok_or_else(|| DeviceError::Other(format!("no kernel {}", d.kernel)))?;
-                // SAFETY: events created above, recorded on our stream.
-                unsafe { result::event::record(events[i], self.stream) }
-                    .map_err(|e| convert("cuEventRecord", e))?;
-                self.launch(k, d)?;
-            }
-            // SAFETY: as above.
-            unsafe { result::event::record(events[dispatches.len()], self.stream) }
-                .map_err(|e| convert("cuEventRecord", e))?;
-            self.synchronize()
-        };
-        let ran = run();
-        let mut times = Vec::with_capacity(dispatches.len());
-        if ran.is_ok() {
-            for w in events.windows(2) {
+        let (start, end) = (ev()?, ev()?);
+        let time_prefix = |this: &mut CudaDevice, n: usize| -> Result<f64, DeviceError> {
+            let graph = this.record(kernels, &dispatches[..n])?;
+            let mut samples = Vec::with_capacity(PROFILE_REPLAYS);
+            for i in 0..=PROFILE_REPLAYS {
+                // SAFETY: events created above, recorded around a launch of our graph.
+                unsafe {
+                    result::event::record(start, this.stream)
+                        .map_err(|e| convert("cuEventRecord", e))?;
+                    result::graph::launch(graph.exec, this.stream)
+                        .map_err(|e| convert("cuGraphLaunch", e))?;
+                    result::event::record(end, this.stream)
+                        .map_err(|e| convert("cuEventRecord", e))?;
+                }
+                this.synchronize()?;
                 // SAFETY: both events completed (the stream was synchronized).
-                let ms = unsafe { result::event::elapsed(w[0], w[1]) }
+                let ms = unsafe { result::event::elapsed(start, end) }
                     .map_err(|e| convert("cuEventElapsedTime", e))?;
-                times.push(ms as f64 / 1e3);
+                if i > 0 {
+                    samples.push(ms as f64 / 1e3);
+                }
+            }
+            samples.sort_by(f64::total_cmp);
+            Ok(samples[samples.len() / 2])
+        };
+        let mut times = Vec::with_capacity(dispatches.len());
+        let mut ran = Ok(());
+        let mut before = 0.0;
+        for n in 1..=dispatches.len() {
+            match time_prefix(self, n) {
+                Ok(t) => {
+                    times.push(t - before);
+                    before = t;
+                }
+                Err(e) => {
+                    ran = Err(e);
+                    break;
+                }
             }
         }
-        for e in events {
+        for e in [start, end] {
             // SAFETY: created above, destroyed once.
             unsafe { result::event::destroy(e) }.ok();
         }
