@@ -23,7 +23,8 @@
 //!   comment in the text. `barrier` is `bar.sync 0`, which every thread of the work-group
 //!   must reach (kir places barriers in uniform control flow). Atomics are `red`, or `atom`
 //!   where the old value is used (both relaxed, at GPU scope); f32 atomics other than `add`
-//!   are refused. `fence` is `fence.acq_rel.gpu`.
+//!   are refused. `fence` is `fence.acq_rel.gpu`. `prefetch` is `cp.async.bulk.prefetch.L2`
+//!   where the target has it (skipped for an empty range), else nothing.
 //! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no
 //!   contraction, no flush-to-zero) except `exp`, `rsqrt`, `sin` and `cos`, which use the
 //!   hardware approximations documented in `ops`.

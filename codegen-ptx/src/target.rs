@@ -38,6 +38,9 @@ pub struct PtxTarget {
     /// kernel triggers its dependents early (`griddepcontrol.launch_dependents`): on the H200
     /// that made SmolLM2 decode 35% slower, the waiting blocks crowding the running kernel.
     pub grid_dependency: bool,
+    /// Bulk prefetch into L2 (`cp.async.bulk.prefetch.L2`, PTX 8.0, sm_90+): kir's
+    /// `prefetch` becomes one; without it the hint is dropped.
+    pub bulk_prefetch: bool,
 }
 
 impl PtxTarget {
@@ -54,16 +57,18 @@ impl PtxTarget {
             nan_min_max: true,
             nc_loads: true,
             grid_dependency: false,
+            bulk_prefetch: false,
         }
     }
 
     /// Hopper (H100/H200): PTX 8.0, 48 KiB static shared, 227 KiB with opt-in, grid
-    /// dependency control.
+    /// dependency control, bulk L2 prefetch.
     pub const fn sm90() -> PtxTarget {
         PtxTarget {
             sm: 90,
             max_shared_optin: 227 * 1024,
             grid_dependency: true,
+            bulk_prefetch: true,
             ..PtxTarget::sm80()
         }
     }

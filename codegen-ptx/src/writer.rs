@@ -283,6 +283,25 @@ impl<'a> Writer<'a> {
                 emit!(self, "fence.acq_rel.gpu;");
                 Ok(())
             }
+            Inst::Prefetch { mem, index, count } => {
+                emit!(
+                    self,
+                    "// prefetch {}[{index}], {count}",
+                    poot_kir::mem_text(*mem)
+                );
+                if self.t.bulk_prefetch {
+                    let n = self.of(*count)[0];
+                    let (_, addr) = self.address(*mem, *index);
+                    let (bytes, some) = (self.reg(Class::B32), self.reg(Class::Pred));
+                    emit!(self, "shl.b32 {bytes}, {n}, 2;");
+                    emit!(self, "setp.ne.u32 {some}, {bytes}, 0;");
+                    emit!(
+                        self,
+                        "@{some} cp.async.bulk.prefetch.L2.global [{addr}], {bytes};"
+                    );
+                }
+                Ok(())
+            }
             Inst::Trap(code) => {
                 emit!(self, "// trap {code}");
                 emit!(self, "trap;");

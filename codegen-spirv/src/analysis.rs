@@ -62,7 +62,7 @@ impl Features {
                     self.walk(els);
                 }
                 Inst::For { body, .. } => self.walk(body),
-                Inst::Store { .. } | Inst::Atomic { .. } | Inst::Fence => {}
+                Inst::Store { .. } | Inst::Atomic { .. } | Inst::Fence | Inst::Prefetch { .. } => {}
             }
         }
     }
@@ -76,6 +76,7 @@ pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
             Inst::Store { index, value, .. } | Inst::Atomic { index, value, .. } => {
                 out.extend([*index, *value]);
             }
+            Inst::Prefetch { index, count, .. } => out.extend([*index, *count]),
             Inst::Barrier | Inst::Fence | Inst::Trap(_) => {}
             Inst::If {
                 cond,

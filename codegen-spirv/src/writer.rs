@@ -227,6 +227,8 @@ impl<'a> Writer<'a> {
             }
             Inst::Barrier => self.barrier(SEM_ALL),
             Inst::Fence => self.fence(),
+            // SPIR-V has no prefetch; the hint is dropped.
+            Inst::Prefetch { .. } => {}
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,

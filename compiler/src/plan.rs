@@ -212,7 +212,7 @@ impl<'m> Planner<'m> {
                     Buf::Value(_) if read_at.contains_key(b) => continue,
                     Buf::Value(v) => bytes_of(*v),
                     Buf::Scratch(..) => p.scratch.get(b).copied().unwrap_or(0),
-                    Buf::Table(_) | Buf::Counters => continue,
+                    Buf::Table(_) | Buf::Counters | Buf::Ahead(_) => continue,
                 };
                 let e = life.entry(*b).or_insert((i, i, len));
                 e.1 = i;
@@ -282,6 +282,18 @@ impl<'m> Planner<'m> {
                         p.scratch.get(b).copied().unwrap_or(0),
                     ),
                     Buf::Counters => (Arena::State, counters_at, counters),
+                    // Bound for a prefetch only: not counted as read.
+                    Buf::Ahead(v) => match &g.nodes[v].op {
+                        Op::Weight(role) => {
+                            let w = self.bind_weight(*role)?;
+                            (Arena::Weights, w.offset, w.len)
+                        }
+                        _ => {
+                            return Err(CompileError::Lower(format!(
+                                "{v} is prefetched but is not a weight"
+                            )));
+                        }
+                    },
                 };
                 bindings.push(Binding {
                     arena,

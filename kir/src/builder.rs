@@ -207,6 +207,10 @@ impl KernelBuilder {
         });
         old
     }
+    /// A prefetch hint (see `Inst::Prefetch`).
+    pub fn prefetch(&mut self, mem: Mem, index: Val, count: Val) {
+        self.emit(Inst::Prefetch { mem, index, count });
+    }
     /// Device-scope fence (see `Inst::Fence`).
     pub fn fence(&mut self) {
         self.emit(Inst::Fence);

@@ -150,6 +150,18 @@ pub enum Inst {
     },
     /// Work-group barrier with shared- and global-memory ordering.
     Barrier,
+    /// A hint that elements `index .. index + count` of buffer parameter `mem` will be read
+    /// soon (renderers may start moving them toward the device's cache, or do nothing); it
+    /// has no effect on any result. The range must lie inside the binding, `index` and
+    /// `count` multiples of 4 (16-byte units; bindings are 16-byte aligned).
+    Prefetch {
+        /// A buffer parameter.
+        mem: Mem,
+        /// First element.
+        index: Val,
+        /// Elements.
+        count: Val,
+    },
     /// Device-scope acquire-release fence over buffer memory: the buffer writes a thread made
     /// before its fence are visible to the loads a thread of any work-group makes after its
     /// own fence, once the second thread has observed (through an atomic, directly or after a

@@ -66,6 +66,13 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
             }
             Inst::Barrier => writeln!(out, "{pad}barrier"),
             Inst::Fence => writeln!(out, "{pad}fence"),
+            Inst::Prefetch {
+                mem: m,
+                index,
+                count,
+            } => {
+                writeln!(out, "{pad}prefetch {}[{index}], {count}", mem_text(*m))
+            }
             Inst::Trap(c) => writeln!(out, "{pad}trap {c}"),
             Inst::If {
                 cond,

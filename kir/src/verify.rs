@@ -130,6 +130,14 @@ impl Ctx<'_> {
                 }
                 Ok(())
             }
+            Inst::Prefetch { mem, index, count } => {
+                if let Mem::Shared(_) = mem {
+                    return Err(self.err("prefetch of shared memory".to_string()));
+                }
+                self.mem(*mem, false)?;
+                self.u32_index(*index)?;
+                self.u32_index(*count)
+            }
             Inst::Barrier | Inst::Fence => Ok(()),
             Inst::Trap(_) => Ok(()),
             Inst::If {

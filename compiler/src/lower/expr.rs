@@ -32,6 +32,9 @@ pub enum Buf {
     /// it to zero before it ends, so every dispatch of a step may share them. They persist
     /// across steps (zeroed at allocation and by `reset_state`).
     Counters,
+    /// The weights of a value, bound to a dispatch that only prefetches them for the next
+    /// dispatch (`prefetch`): it reads none of them.
+    Ahead(Value),
 }
 
 /// The kir element type of a graph dtype held in a buffer.
@@ -96,6 +99,7 @@ impl<'a> Emit<'a> {
             Buf::Table(_) => "table".to_string(),
             Buf::Scratch(..) => "scratch".to_string(),
             Buf::Counters => "counters".to_string(),
+            Buf::Ahead(_) => "ahead".to_string(),
         };
         let m = self.kb.param(&name, elem, access);
         self.params.push(buf);

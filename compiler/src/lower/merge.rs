@@ -106,6 +106,11 @@ impl Remap {
             },
             Inst::Barrier => Inst::Barrier,
             Inst::Fence => Inst::Fence,
+            Inst::Prefetch { mem, index, count } => Inst::Prefetch {
+                mem: self.m(*mem),
+                index: self.v(*index),
+                count: self.v(*count),
+            },
             Inst::Trap(c) => Inst::Trap(*c),
             Inst::If {
                 cond,

@@ -1,15 +1,16 @@
 //! Lowering: a verified, optimized graph becomes kernels and the dispatch list that runs them.
 //!
 //! Invariants: `place` decides what is fused (see `place`); every value with a kernel gets
-//! exactly one, emitted in node order so each
-//! dispatch runs after every producer it reads; identical kernels (same text) are shared;
-//! every emitted kernel passes `poot_kir::verify`.
+//! exactly one, emitted in node order so each dispatch runs after every producer it reads;
+//! each dispatch prefetches the next one's weights (`prefetch`); identical kernels (same
+//! text) are shared; every emitted kernel passes `poot_kir::verify`.
 
 mod attention;
 mod expr;
 mod kernels;
 mod merge;
 mod place;
+mod prefetch;
 mod quant;
 mod tables;
 
@@ -200,8 +201,9 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             _ => {}
         }
     }
-    // Horizontal fusion, then share equal kernels again.
-    let merged = merge::merge(&b.kernels, &b.dispatches);
+    // Horizontal fusion, each dispatch's prefetch of the next one's weights, then share equal
+    // kernels again.
+    let merged = prefetch::add(g, merge::merge(&b.kernels, &b.dispatches));
     let mut kernels: Vec<Kernel> = Vec::new();
     let mut by_text: HashMap<String, usize> = HashMap::new();
     let mut dispatches = Vec::with_capacity(merged.len());

@@ -29,7 +29,7 @@ pub fn cases() -> Vec<(&'static str, Kernel)> {
 }
 
 /// One warp per row: a `x4` vector-load dot product with two carried values, reduced over
-/// the warp, stored by lane 0.
+/// the warp, stored by lane 0; each lane first prefetches its 32 elements of the row.
 pub fn dot_x4() -> Kernel {
     let mut b = KernelBuilder::new("dot_x4", [32, 1, 1], 32);
     let x = b.param("x", Scalar::F32, Access::Read);
@@ -41,6 +41,10 @@ pub fn dot_x4() -> Kernel {
     let four = b.u32(4);
     let start = b.mul(lane, four);
     let base = b.mul(row, n);
+    let per = b.u32(32);
+    let mine = b.mul(lane, per);
+    let from = b.add(base, mine);
+    b.prefetch(w, from, per);
     let zero = b.f32(0.0);
     let count = b.u32(0);
     let r = b.for_loop(start, n, 128, &[zero, count], |b, i, c| {

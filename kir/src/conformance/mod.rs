@@ -47,6 +47,7 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
             }
             Inst::Barrier => "Barrier",
             Inst::Fence => "Fence",
+            Inst::Prefetch { .. } => "Prefetch",
             Inst::If { then, els, .. } => {
                 walk(then, seen);
                 walk(els, seen);
@@ -75,6 +76,7 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
         "Atomic",
         "Barrier",
         "Fence",
+        "Prefetch",
         "If",
         "For",
         "Trap",

@@ -164,6 +164,14 @@ impl<G: Global> Exec<'_, G> {
                     self.atomic(*f, *space, *index, *value, *old, mask)?;
                     Some(())
                 }
+                Op::Prefetch {
+                    space,
+                    index,
+                    count,
+                } => {
+                    self.prefetch(*space, *index, *count, mask)?;
+                    Some(())
+                }
                 Op::Reduce { f, dst, a, comps } => self.reduce(*f, *dst, *a, *comps, mask),
                 Op::Shuffle {
                     dst,
@@ -261,6 +269,55 @@ impl<G: Global> Exec<'_, G> {
             };
             oob(self.prog, self.wg, o)
         })
+    }
+
+    /// A prefetch reads nothing; an active lane whose range leaves the binding faults as a
+    /// load there would.
+    fn prefetch(
+        &mut self,
+        space: Space,
+        index: usize,
+        count: usize,
+        mask: usize,
+    ) -> Result<(), Fault> {
+        let t = self.prog.threads;
+        let len = match space {
+            Space::Param(p) => self.mem.read(p).map(<[u32]>::len),
+            Space::Shared(_) => None,
+        }
+        .ok_or_else(|| internal(self.prog, "a prefetch's memory is missing"))?;
+        let regs = &self.st.regs;
+        let (idx, n, m) = match (
+            regs.get(index..index.saturating_add(t)),
+            regs.get(count..count.saturating_add(t)),
+            regs.get(mask..mask.saturating_add(t)),
+        ) {
+            (Some(i), Some(n), Some(m)) => (i, n, m),
+            _ => {
+                return Err(internal(
+                    self.prog,
+                    "a prefetch's registers are out of range",
+                ));
+            }
+        };
+        let bad = idx.iter().zip(n).zip(m).position(|((&i, &n), &m)| {
+            m != 0 && n > 0 && (i as usize).checked_add(n as usize).is_none_or(|e| e > len)
+        });
+        match bad {
+            Some(lane) => Err(oob(
+                self.prog,
+                self.wg,
+                Oob {
+                    what: "prefetch",
+                    space,
+                    lane,
+                    index: idx.get(lane).copied().unwrap_or(0),
+                    comps: n.get(lane).map_or(0, |&c| c as usize),
+                    len,
+                },
+            )),
+            None => Ok(()),
+        }
     }
 
     fn store(

@@ -66,6 +66,10 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
                 f(*value);
                 old.iter().for_each(|v| f(*v));
             }
+            Inst::Prefetch { index, count, .. } => {
+                f(*index);
+                f(*count);
+            }
             Inst::Barrier | Inst::Fence | Inst::Trap(_) => {}
             Inst::If {
                 cond,
@@ -314,6 +318,11 @@ impl Cx<'_> {
                 // another (in linear order) whenever a kernel has parameter atomics, so every
                 // fence is satisfied too (module docs).
                 Inst::Barrier | Inst::Fence => {}
+                Inst::Prefetch { mem, index, count } => ops.push(Op::Prefetch {
+                    space: self.space(*mem),
+                    index: self.off(*index)?,
+                    count: self.off(*count)?,
+                }),
                 Inst::Trap(code) => ops.push(Op::Trap(*code)),
                 Inst::If {
                     cond,

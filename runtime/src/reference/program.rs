@@ -174,6 +174,12 @@ pub(crate) enum Op {
         /// Where the old values go (0 in inactive lanes), when they are used.
         old: Option<usize>,
     },
+    /// Checks that each active lane's range lies in the binding (the hint itself does nothing).
+    Prefetch {
+        space: Space,
+        index: usize,
+        count: usize,
+    },
     Trap(u32),
     If(Box<IfOp>),
     For(Box<ForOp>),
