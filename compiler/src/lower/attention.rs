@@ -314,10 +314,16 @@ fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u
         total = e.kb.fma(l, w, total);
         weights.push(w);
     }
+    // Lane-per-dimension, the rounds of dimensions straight-line (indices clamped, stores
+    // guarded), so the records' loads can issue with the (m, l) loads above.
     let dv = e.u(d);
-    e.repeat(lane, dv, sub, &[], |e, dd, _| {
-        let mut o = zero;
-        let two = e.u(2);
+    let last_dim = e.u(d - 1);
+    let two = e.u(2);
+    for i in 0..d.div_ceil(sub as usize) {
+        let off = e.u(i * sub as usize);
+        let dd = e.kb.add(lane, off);
+        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+        let dd = e.kb.bin(BinOp::Min, dd, last_dim);
         let loads: Vec<Val> = bases
             .iter()
             .map(|&at| {
@@ -326,14 +332,17 @@ fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u
                 e.kb.load(part, at2, 1)
             })
             .collect();
+        let mut o = zero;
         for (os, &w) in loads.into_iter().zip(&weights) {
             o = e.kb.fma(os, w, o);
         }
         let y = e.kb.bin(BinOp::Div, o, total);
         let dstb = e.kb.mul(rth, dv);
         let at = e.kb.add(dstb, dd);
-        e.kb.store(out, at, y);
-        Ok(vec![])
-    })?;
+        e.when(ok, |e| {
+            e.kb.store(out, at, y);
+            Ok(())
+        })?;
+    }
     Ok(())
 }

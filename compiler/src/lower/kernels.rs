@@ -320,26 +320,34 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
             .iter()
             .map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a))
             .collect();
+        // The epilogue runs in every lane, outside any branch (rows clamped), so the loads of
+        // its other operands (a residual, a bias) can issue before the reductions finish;
+        // lane 0 stores.
+        let mut ys = Vec::with_capacity(rb);
+        for r in 0..rb {
+            let rv = e.u(r);
+            let m = e.kb.add(m0, rv);
+            let rows_v = e.u(rows);
+            let ok = e.kb.cmp(CmpOp::Lt, m, rows_v);
+            let m = e.kb.bin(BinOp::Min, m, last_row);
+            let mn = e.kb.mul(m, nv);
+            let at = e.kb.add(mn, col);
+            let y = if mms == [root] {
+                sums[r]
+            } else {
+                for (i, &mm) in mms.iter().enumerate() {
+                    e.set_override(mm, sums[i * rb + r]);
+                }
+                let idx = e.unravel(&root_ty.shape.0, at);
+                e.compute(root, &idx)?
+            };
+            ys.push((ok, at, y));
+        }
         let zero_u = e.u(0);
         let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
         e.when(first, |e| {
-            for r in 0..rb {
-                let rv = e.u(r);
-                let m = e.kb.add(m0, rv);
-                let rows_v = e.u(rows);
-                let ok = e.kb.cmp(CmpOp::Lt, m, rows_v);
+            for (ok, at, y) in ys {
                 e.when(ok, |e| {
-                    let mn = e.kb.mul(m, nv);
-                    let at = e.kb.add(mn, col);
-                    let y = if mms == [root] {
-                        sums[r]
-                    } else {
-                        for (i, &mm) in mms.iter().enumerate() {
-                            e.set_override(mm, sums[i * rb + r]);
-                        }
-                        let idx = e.unravel(&root_ty.shape.0, at);
-                        e.compute(root, &idx)?
-                    };
                     store(e, out, at, y, root_ty.dtype);
                     Ok(())
                 })?;
