@@ -1,7 +1,8 @@
 //! Failure semantics every device must show, as functions the device test files call.
 //!
-//! - [`trap_needs_reset`]: a position past the cache traps in the K/V write; the step fails
-//!   with a typed fault naming that kernel and code 1, the engine then refuses to step until
+//! - [`trap_needs_reset`]: a position past the cache traps in the K/V write (which the decode
+//!   attention kernel performs); the step fails with a typed fault naming that kernel and
+//!   code 1, the engine then refuses to step until
 //!   `reset_state`, and steps normally after it.
 //! - [`timeout_poisons`]: with a wait bound far below the work (1 ns), the first wait is a
 //!   typed timeout, and every later call is refused as poisoned.
@@ -37,7 +38,7 @@ pub fn trap_needs_reset(e: &mut dyn Executor, target: Target) {
             source: DeviceError::Fault { kernel, code, .. },
             ..
         } => {
-            assert!(kernel.starts_with("update_slice"), "{err}");
+            assert!(kernel.starts_with("attention"), "{err}");
             assert_eq!(*code, TRAP_CACHE_OVERFLOW, "{err}");
         }
         other => panic!("expected a kernel fault, got {other}"),

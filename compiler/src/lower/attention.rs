@@ -11,11 +11,43 @@
 //! restores the counter to zero, so the result does not depend on which split finishes last
 //! and the counters are zero between dispatches.
 
-use super::expr::{Buf, Emit};
+use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use super::kernels::{Launch, launch};
 use crate::Result;
-use poot_ir::Value;
+use cranelift_entity::SecondaryMap;
+use poot_ir::{Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
+
+/// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
+/// written at position `start[row]` of the caches the attention reads.
+pub struct KvWrite {
+    /// The new keys.
+    pub k: Value,
+    /// The new values.
+    pub v: Value,
+    /// The position slot.
+    pub start: Value,
+}
+
+/// The cache update of attention `a` that can be fused into it: both caches it reads are
+/// `dynamic_update_slice`s along the position axis by one position per row, at the same
+/// start, and nothing but this attention reads them.
+pub fn match_kv_write(
+    g: &poot_ir::Graph,
+    users: &SecondaryMap<Value, Vec<Value>>,
+    a: &super::place::Attention,
+) -> Option<KvWrite> {
+    let update = |x: Value| match g.nodes[x].op {
+        Op::DynamicUpdateSlice { axis: 1 } if users[x].len() == 1 => {
+            let args = &g.nodes[x].args;
+            (g.ty(args[1]).shape.0.get(1) == Some(&1)).then(|| (args[1], args[2]))
+        }
+        _ => None,
+    };
+    let (k, start) = update(a.k)?;
+    let (v, start_v) = update(a.v)?;
+    (start == start_v).then_some(KvWrite { k, v, start })
+}
 
 /// The dot product of shared `q` with `keys` (one value per dimension), with four
 /// accumulators combined as `(a0 + a1) + (a2 + a3)` and `q` read in 4-lane loads when the
@@ -55,6 +87,7 @@ pub fn attention(
     e: &mut Emit,
     root: Value,
     a: &super::place::Attention,
+    write: Option<&KvWrite>,
     sub: u32,
 ) -> Result<Launch> {
     let g = e.g;
@@ -66,8 +99,13 @@ pub fn attention(
     let subn = sub as usize;
     let chunk = subn;
     let splits = c.div_ceil(chunk);
-    let km = e.buffer(a.k, Access::Read)?;
-    let vm = e.buffer(a.v, Access::Read)?;
+    let cache = if write.is_some() {
+        Access::ReadWrite
+    } else {
+        Access::Read
+    };
+    let km = e.buffer(a.k, cache)?;
+    let vm = e.buffer(a.v, cache)?;
     let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::ReadWrite);
     let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
     let ps = e.kb.shared(Scalar::F32, chunk as u32);
@@ -97,6 +135,51 @@ pub fn attention(
         let x = e.kb.mul(x, gv);
         let x = e.kb.add(x, gi);
         e.kb.mul(x, dv)
+    };
+    // The fused cache write (one new position per row): every work-group computes the new
+    // key and value rows into shared memory, and the first query head of the group, in the
+    // split holding the new position, stores them to the cache. Readers of that position
+    // take them from shared memory, never from the cache row being written.
+    let fresh = match write {
+        None => None,
+        Some(wr) => {
+            let s = e.value(wr.start, &[ri])?;
+            let su = e.kb.bitcast(s, Scalar::U32);
+            let room = e.u(c - 1);
+            let bad = e.kb.cmp(CmpOp::Gt, su, room);
+            e.when(bad, |e| {
+                e.kb.trap(TRAP_CACHE_OVERFLOW);
+                Ok(())
+            })?;
+            let at = e.kb.bin(BinOp::Min, su, room);
+            let ks = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
+            let vs = e.kb.shared(Scalar::F32, d.next_multiple_of(2) as u32);
+            let lead = e.kb.bin(BinOp::Rem, hi, perv);
+            let lead = e.kb.cmp(CmpOp::Eq, lead, zero_u);
+            let home = e.kb.bin(BinOp::Div, at, chunk_v);
+            let home = e.kb.cmp(CmpOp::Eq, home, split);
+            let writer = e.kb.bin(BinOp::And, lead, home);
+            let base = row_of(e, at);
+            for i in 0..d.div_ceil(subn) {
+                let off = e.u(i * subn);
+                let dd = e.kb.add(lane, off);
+                let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+                e.when(ok, |e| {
+                    let idx = [ri, zero_u, gi, dd];
+                    let kx = e.value(wr.k, &idx)?;
+                    let vx = e.value(wr.v, &idx)?;
+                    e.kb.store(ks, dd, kx);
+                    e.kb.store(vs, dd, vx);
+                    e.when(writer, |e| {
+                        let to = e.kb.add(base, dd);
+                        e.kb.store(km, to, kx);
+                        e.kb.store(vm, to, vx);
+                        Ok(())
+                    })
+                })?;
+            }
+            Some((at, ks, vs))
+        }
     };
     // This lane's position, whether the mask shows it, and the chunk's visible prefix
     // c0 .. end (the whole visible part for a causal mask).
@@ -145,6 +228,7 @@ pub fn attention(
     let last_seen = e.kb.select(has, last_seen, zero_u);
     let mut dims = Vec::with_capacity(rounds);
     let mut values = Vec::with_capacity(rounds);
+    let mut positions = Vec::with_capacity(chunk);
     for i in 0..rounds {
         let off = e.u(i * subn * w);
         let dd = e.kb.add(dstart, off);
@@ -156,6 +240,9 @@ pub fn attention(
             let pu = e.kb.bin(BinOp::Min, uv, last_seen);
             let pos = e.kb.add(c0, pu);
             let pos = e.kb.select(has, pos, zero_u);
+            if i == 0 {
+                positions.push(pos);
+            }
             let vb = row_of(e, pos);
             let at = e.kb.add(vb, dd);
             row.push(e.kb.load(vm, at, w as u8));
@@ -175,6 +262,20 @@ pub fn attention(
         })?;
     }
     e.kb.barrier();
+    // The new position's key from shared memory.
+    let keys = match fresh {
+        Some((at, ks, _)) => {
+            let is_new = e.kb.cmp(CmpOp::Eq, ci, at);
+            let mut out = Vec::with_capacity(d);
+            for (j, &k) in keys.iter().enumerate() {
+                let jv = e.u(j);
+                let x = e.kb.load(ks, jv, 1);
+                out.push(e.kb.select(is_new, x, k));
+            }
+            out
+        }
+        None => keys,
+    };
     let dot = dot_q(e, qs, &keys);
     let sc = e.kb.mul(dot, scale);
     let sc = e.kb.select(live, sc, ninf);
@@ -209,12 +310,33 @@ pub fn attention(
         .collect();
     for ((dd, ok), row) in dims.into_iter().zip(values) {
         let mut acc = vec![zero; 2 * w];
+        // The new position's value components (from shared memory), where fused.
+        let fresh_v: Option<(Val, Vec<Val>)> = match fresh {
+            Some((at, _, vs)) => {
+                let xs = (0..w)
+                    .map(|comp| {
+                        let cv_ = e.u(comp);
+                        let j = e.kb.add(dd, cv_);
+                        e.kb.load(vs, j, 1)
+                    })
+                    .collect();
+                Some((at, xs))
+            }
+            None => None,
+        };
         for (u, (&(p, seen), vv)) in weights.iter().zip(row).enumerate() {
+            let is_new = fresh_v
+                .as_ref()
+                .map(|(at, _)| e.kb.cmp(CmpOp::Eq, positions[u], *at));
             for (comp, a) in acc.iter_mut().skip(u % 2).step_by(2).enumerate() {
                 let x = if w == 1 {
                     vv
                 } else {
                     e.kb.extract(vv, comp as u8)
+                };
+                let x = match (&fresh_v, is_new) {
+                    (Some((_, xs)), Some(n)) => e.kb.select(n, xs[comp], x),
+                    _ => x,
                 };
                 let f = e.kb.fma(p, x, *a);
                 *a = e.kb.select(seen, f, *a);

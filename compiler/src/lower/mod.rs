@@ -1,7 +1,8 @@
 //! Lowering: a verified, optimized graph becomes kernels and the dispatch list that runs them.
 //!
 //! Invariants: `place` decides what is fused (see `place`); every value with a kernel gets
-//! exactly one, emitted in node order so each dispatch runs after every producer it reads;
+//! exactly one (a decode step's cache update read only by its attention is written by that
+//! attention), emitted in node order so each dispatch runs after every producer it reads;
 //! each dispatch prefetches the next one's weights (`prefetch`); identical kernels (same
 //! text) are shared; every emitted kernel passes `poot_kir::verify`.
 
@@ -22,7 +23,7 @@ use expr::Emit;
 use place::{Place, Placement, match_attention, unsupported};
 use poot_ir::{Graph, Op, Value};
 use poot_kir::{Access, Kernel, KernelBuilder};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What the target offers the lowering (capabilities as data).
 #[derive(Clone, Copy, Debug)]
@@ -132,6 +133,18 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         scratch: BTreeMap::new(),
         counters: 0,
     };
+    // Decode cache updates that only their attention reads are written by that attention.
+    let mut writes: HashMap<Value, attention::KvWrite> = HashMap::new();
+    let mut written: HashSet<Value> = HashSet::new();
+    for (v, n) in g.nodes.iter() {
+        if n.op == Op::AttnMix
+            && let Some((a, _)) = match_attention(g, &pl.users, v)
+            && let Some(w) = attention::match_kv_write(g, &pl.users, &a)
+        {
+            written.extend([a.k, a.v]);
+            writes.insert(v, w);
+        }
+    }
     for (v, n) in g.nodes.iter() {
         let fused_mm: Vec<Value> = g
             .nodes
@@ -139,6 +152,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             .filter(|&m| pl.place[m] == Place::Fused(v) && g.nodes[m].op == Op::MatMul)
             .collect();
         match (&n.op, pl.place[v]) {
+            (Op::DynamicUpdateSlice { .. }, _) if written.contains(&v) => {}
             (Op::DynamicUpdateSlice { axis }, _) => {
                 let axis = *axis;
                 b.emit(g, &pl, "update_slice", 256, |e| {
@@ -183,7 +197,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     let (a, _) = match_attention(g, &pl.users, v)
                         .ok_or_else(|| unsupported(g, v, "attention"))?;
                     b.emit(g, &pl, "attention", sub, |e| {
-                        attention::attention(e, v, &a, sub)
+                        attention::attention(e, v, &a, writes.get(&v), sub)
                     })?
                 }
                 Op::Unary(_)
