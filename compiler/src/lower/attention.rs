@@ -121,6 +121,9 @@ pub fn attention(
     let perv = e.u(per);
     let gi = e.kb.bin(BinOp::Div, hi, perv);
     let dv = e.u(d);
+    // Every lane has a dimension in every round: the per-dimension work needs no branch, so
+    // its loads can issue together with the cache loads before it.
+    let all_dims = d.is_multiple_of(subn);
     let chunk_v = e.u(chunk);
     let c0 = e.kb.mul(split, chunk_v);
     let scale = e.kb.f32(a.scale);
@@ -135,51 +138,6 @@ pub fn attention(
         let x = e.kb.mul(x, gv);
         let x = e.kb.add(x, gi);
         e.kb.mul(x, dv)
-    };
-    // The fused cache write (one new position per row): every work-group computes the new
-    // key and value rows into shared memory, and the first query head of the group, in the
-    // split holding the new position, stores them to the cache. Readers of that position
-    // take them from shared memory, never from the cache row being written.
-    let fresh = match write {
-        None => None,
-        Some(wr) => {
-            let s = e.value(wr.start, &[ri])?;
-            let su = e.kb.bitcast(s, Scalar::U32);
-            let room = e.u(c - 1);
-            let bad = e.kb.cmp(CmpOp::Gt, su, room);
-            e.when(bad, |e| {
-                e.kb.trap(TRAP_CACHE_OVERFLOW);
-                Ok(())
-            })?;
-            let at = e.kb.bin(BinOp::Min, su, room);
-            let ks = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
-            let vs = e.kb.shared(Scalar::F32, d.next_multiple_of(2) as u32);
-            let lead = e.kb.bin(BinOp::Rem, hi, perv);
-            let lead = e.kb.cmp(CmpOp::Eq, lead, zero_u);
-            let home = e.kb.bin(BinOp::Div, at, chunk_v);
-            let home = e.kb.cmp(CmpOp::Eq, home, split);
-            let writer = e.kb.bin(BinOp::And, lead, home);
-            let base = row_of(e, at);
-            for i in 0..d.div_ceil(subn) {
-                let off = e.u(i * subn);
-                let dd = e.kb.add(lane, off);
-                let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
-                e.when(ok, |e| {
-                    let idx = [ri, zero_u, gi, dd];
-                    let kx = e.value(wr.k, &idx)?;
-                    let vx = e.value(wr.v, &idx)?;
-                    e.kb.store(ks, dd, kx);
-                    e.kb.store(vs, dd, vx);
-                    e.when(writer, |e| {
-                        let to = e.kb.add(base, dd);
-                        e.kb.store(km, to, kx);
-                        e.kb.store(vm, to, vx);
-                        Ok(())
-                    })
-                })?;
-            }
-            Some((at, ks, vs))
-        }
     };
     // This lane's position, whether the mask shows it, and the chunk's visible prefix
     // c0 .. end (the whole visible part for a causal mask).
@@ -250,12 +208,57 @@ pub fn attention(
         dims.push((dd, ok));
         values.push(row);
     }
+    // The fused cache write (one new position per row), after the cache loads are issued:
+    // every work-group computes the new key and value rows into shared memory, and the first query head of the group, in the
+    // split holding the new position, stores them to the cache. Readers of that position
+    // take them from shared memory, never from the cache row being written.
+    let fresh = match write {
+        None => None,
+        Some(wr) => {
+            let s = e.value(wr.start, &[ri])?;
+            let su = e.kb.bitcast(s, Scalar::U32);
+            let room = e.u(c - 1);
+            let bad = e.kb.cmp(CmpOp::Gt, su, room);
+            e.when(bad, |e| {
+                e.kb.trap(TRAP_CACHE_OVERFLOW);
+                Ok(())
+            })?;
+            let at = e.kb.bin(BinOp::Min, su, room);
+            let ks = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
+            let vs = e.kb.shared(Scalar::F32, d.next_multiple_of(2) as u32);
+            let lead = e.kb.bin(BinOp::Rem, hi, perv);
+            let lead = e.kb.cmp(CmpOp::Eq, lead, zero_u);
+            let home = e.kb.bin(BinOp::Div, at, chunk_v);
+            let home = e.kb.cmp(CmpOp::Eq, home, split);
+            let writer = e.kb.bin(BinOp::And, lead, home);
+            let base = row_of(e, at);
+            for i in 0..d.div_ceil(subn) {
+                let off = e.u(i * subn);
+                let dd = e.kb.add(lane, off);
+                let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+                e.when_unless(all_dims, ok, |e| {
+                    let idx = [ri, zero_u, gi, dd];
+                    let kx = e.value(wr.k, &idx)?;
+                    let vx = e.value(wr.v, &idx)?;
+                    e.kb.store(ks, dd, kx);
+                    e.kb.store(vs, dd, vx);
+                    e.when(writer, |e| {
+                        let to = e.kb.add(base, dd);
+                        e.kb.store(km, to, kx);
+                        e.kb.store(vm, to, vx);
+                        Ok(())
+                    })
+                })?;
+            }
+            Some((at, ks, vs))
+        }
+    };
     // Queries into shared memory, computed once per work-group.
     for i in 0..d.div_ceil(subn) {
         let off = e.u(i * subn);
         let dd = e.kb.add(lane, off);
         let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
-        e.when(ok, |e| {
+        e.when_unless(all_dims, ok, |e| {
             let q = e.value(a.q, &[ri, ti, hi, dd])?;
             e.kb.store(qs, dd, q);
             Ok(())

@@ -208,6 +208,21 @@ impl<'a> Emit<'a> {
         Ok(())
     }
 
+    /// `if cond { then }`, or `then` alone when `always` (the caller knows `cond` holds, and a
+    /// body outside any branch lets its loads issue with the code around it).
+    pub fn when_unless(
+        &mut self,
+        always: bool,
+        cond: Val,
+        then: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        if always {
+            then(self)
+        } else {
+            self.when(cond, then)
+        }
+    }
+
     /// A `u32` loop carrying `init`; the body returns the carried values' next values.
     pub fn repeat(
         &mut self,

@@ -190,7 +190,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let nv = e.u(n);
     let inside = e.kb.cmp(CmpOp::Lt, col, nv);
     let nm = mms.len();
-    e.when(inside, |e| {
+    e.when_unless(n.is_multiple_of(MM_WARPS), inside, |e| {
         let zero = e.kb.f32(0.0);
         let kv = e.u(k);
         let last_row = e.u(rows - 1);
