@@ -5,7 +5,8 @@
 //!   (`Val`, printed `%3`) defined once; loops carry values explicitly.
 //! - It is explicit about what GPUs care about: work-group size, the subgroup width its
 //!   subgroup operations assume, shared arrays, the lane count of every load and store,
-//!   barriers, atomics and `trap(code)`.
+//!   barriers, atomics (optionally returning the old value), a device-scope fence, prefetch
+//!   hints and `trap(code)`.
 //! - Buffers are arrays of 32-bit elements bound in parameter order; every shape is baked
 //!   into the kernel, and anything that changes per step is loaded from a slot buffer.
 //! - Kernels serialize (serde), so a bundle's reference target carries them as they are.

@@ -527,6 +527,38 @@ fn conflicting_stores_apply_in_lane_order() {
 }
 
 #[test]
+fn fetched_atomics_return_the_value_before_each_lanes_update() {
+    // Odd threads add their id to one counter and keep what they saw; even threads are
+    // inactive there and see 0.
+    let mut b = KernelBuilder::new("tickets", [8, 1, 1], 1);
+    let pc = b.param("counter", Scalar::U32, Access::ReadWrite);
+    let po = b.param("seen", Scalar::U32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let one = b.u32(1);
+    let zero = b.u32(0);
+    let odd = b.bin(BinOp::And, t, one);
+    let odd = b.cmp(CmpOp::Eq, odd, one);
+    let seen = b.if_else(
+        odd,
+        |b| vec![b.atomic_fetch(ReduceOp::Add, pc, zero, t)],
+        |b| vec![b.u32(0)],
+    );
+    b.fence();
+    let i = gid(&mut b, 8);
+    b.store(po, i, seen[0]);
+    let kernel = b.finish();
+    let out = exec(&kernel, [2, 1, 1], vec![vec![100], vec![0; 16]]);
+    // Group 0's lanes 1, 3, 5, 7 add 1, 3, 5, 7 to 100, then group 1's do the same.
+    assert_eq!(out[0], vec![132]);
+    assert_eq!(
+        out[1],
+        vec![
+            0, 100, 0, 101, 0, 104, 0, 109, 0, 116, 0, 117, 0, 120, 0, 125
+        ]
+    );
+}
+
+#[test]
 fn atomics_global_and_shared_in_lane_order() {
     let mut b = KernelBuilder::new("atomics", [64, 1, 1], 1);
     let pk = b.param("keys", Scalar::U32, Access::Read);

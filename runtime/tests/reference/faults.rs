@@ -123,6 +123,36 @@ fn out_of_bounds_loads_and_stores_fault_naming_the_param() {
 }
 
 #[test]
+fn prefetch_ranges_are_checked_and_read_nothing() {
+    // Thread t prefetches elements [4t, 4t + 4) and copies its own element.
+    let mut b = KernelBuilder::new("ahead", [8, 1, 1], 1);
+    let px = b.param("x", Scalar::U32, Access::Read);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let four = b.u32(4);
+    let at = b.mul(t, four);
+    b.prefetch(px, at, four);
+    let v = b.load(px, t, 1);
+    b.store(po, t, v);
+    let k = b.finish();
+    let x: Vec<u32> = (0..32).collect();
+    let mut arenas = vec![x.clone(), vec![0; 8]];
+    run(&k, [1, 1, 1], &whole(&arenas), &mut arenas).unwrap();
+    assert_eq!(arenas[1], x[..8].to_vec());
+    // A range past the binding faults like a load there, before anything is stored.
+    let mut arenas = vec![vec![1; 30], vec![0; 8]];
+    let f = run(&k, [1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, OUT_OF_BOUNDS);
+    assert!(
+        f.detail
+            .contains("prefetch of param 0 `x` at index 28 (x4) is outside its 30 elements"),
+        "{}",
+        f.detail
+    );
+    assert_eq!(arenas[1], vec![0; 8]);
+}
+
+#[test]
 fn bindings_are_checked_and_may_share_an_arena() {
     let mut b = KernelBuilder::new("double", [16, 1, 1], 1);
     let px = b.param("x", Scalar::F32, Access::Read);
