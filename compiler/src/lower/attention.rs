@@ -1,15 +1,18 @@
 //! The attention kernel: scores, masked softmax and the weighted sum of values, split over
-//! the cache, with the combine of the splits done by the last split to finish.
+//! the cache, with the combine of the splits done by the last split to finish, and for a
+//! decode step the write of the new K/V rows into the cache.
 //!
 //! Invariants: one subgroup per work-group; a split covers one position per lane; a position
 //! the mask hides reads position 0's row instead of its own (one row every split shares, its
 //! values never used), and the weighted sum runs over the split's visible prefix only, so a
-//! step reads the K/V its position needs, not the whole cache. Each
-//! split writes its record (max score, sum of exponentials, unnormalised output), fences, and
-//! counts itself in its (row, token, head)'s counter; the split that counts last fences again,
-//! weighs each record by `exp(m_split - m)` in split order (every record loaded at once) and
-//! restores the counter to zero, so the result does not depend on which split finishes last
-//! and the counters are zero between dispatches.
+//! step reads the K/V its position needs, not the whole cache. Each split writes its record
+//! (max score, sum of exponentials, unnormalised output), fences, and counts itself in its
+//! (row, token, head)'s counter; the split that counts last fences again, weighs each record
+//! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
+//! to zero, so the result does not depend on which split finishes last and the counters are
+//! zero between dispatches. With a fused write (`KvWrite`), exactly one work-group stores each
+//! new row (the group's first query head, in the split holding the position), and no
+//! work-group uses the cache's copy of that row: every reader computes it into shared memory.
 
 use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use super::kernels::{Launch, launch};
