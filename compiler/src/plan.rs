@@ -3,11 +3,12 @@
 //!
 //! Invariants: weights and tables are packed once and shared by every entry; carried state
 //! has one layout shared by every entry (a prefill chunk writes the K/V the decode entry
-//! reads), and each entry that uses counters (`Buf::Counters`) has a region of the state arena
-//! of its own after the states placed before it; slot, scratch and readback layouts are per entry, each arena sized to the
-//! largest entry; scratch buffers are packed first-fit by liveness over the dispatch list
-//! (a buffer lives from its first to its last dispatch, outputs to the end); every offset is
-//! 256-byte aligned, which satisfies every vector access a kernel makes.
+//! reads), and each entry that uses counters (`Buf::Counters`) has a region of the state
+//! arena of its own after the states placed before it; slot, scratch and readback layouts are
+//! per entry, each arena sized to the largest entry; scratch buffers are packed first-fit by
+//! liveness over the dispatch list (a buffer lives from its first to its last dispatch,
+//! outputs to the end); every offset is 256-byte aligned, which satisfies every vector access
+//! a kernel makes.
 
 use crate::families::Model;
 use crate::lower::{Buf, Program, Tables};

@@ -187,34 +187,37 @@ pub fn attention(
     let last_dim = e.u(d - w);
     let last_seen = e.kb.sub(count, one);
     let last_seen = e.kb.select(has, last_seen, zero_u);
+    let rows_at: Vec<(Val, Val)> = (0..chunk)
+        .map(|u| {
+            let uv = e.u(u);
+            let pu = e.kb.bin(BinOp::Min, uv, last_seen);
+            let pos = e.kb.add(c0, pu);
+            let pos = e.kb.select(has, pos, zero_u);
+            (pos, row_of(e, pos))
+        })
+        .collect();
     let mut dims = Vec::with_capacity(rounds);
     let mut values = Vec::with_capacity(rounds);
-    let mut positions = Vec::with_capacity(chunk);
     for i in 0..rounds {
         let off = e.u(i * subn * w);
         let dd = e.kb.add(dstart, off);
         let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
         let dd = e.kb.bin(BinOp::Min, dd, last_dim);
-        let mut row = Vec::with_capacity(chunk);
-        for u in 0..chunk {
-            let uv = e.u(u);
-            let pu = e.kb.bin(BinOp::Min, uv, last_seen);
-            let pos = e.kb.add(c0, pu);
-            let pos = e.kb.select(has, pos, zero_u);
-            if i == 0 {
-                positions.push(pos);
-            }
-            let vb = row_of(e, pos);
-            let at = e.kb.add(vb, dd);
-            row.push(e.kb.load(vm, at, w as u8));
-        }
+        let row: Vec<Val> = rows_at
+            .iter()
+            .map(|&(_, vb)| {
+                let at = e.kb.add(vb, dd);
+                e.kb.load(vm, at, w as u8)
+            })
+            .collect();
         dims.push((dd, ok));
         values.push(row);
     }
     // The fused cache write (one new position per row), after the cache loads are issued:
-    // every work-group computes the new key and value rows into shared memory, and the first query head of the group, in the
-    // split holding the new position, stores them to the cache. Readers of that position
-    // take them from shared memory, never from the cache row being written.
+    // every work-group computes the new key and value rows into shared memory, and the first
+    // query head of the group, in the split holding the new position, stores them to the
+    // cache. Readers of that position take them from shared memory, never from the cache row
+    // being written.
     let fresh = match write {
         None => None,
         Some(wr) => {
@@ -333,7 +336,7 @@ pub fn attention(
         for (u, (&(p, seen), vv)) in weights.iter().zip(row).enumerate() {
             let is_new = fresh_v
                 .as_ref()
-                .map(|(at, _)| e.kb.cmp(CmpOp::Eq, positions[u], *at));
+                .map(|(at, _)| e.kb.cmp(CmpOp::Eq, rows_at[u].0, *at));
             for (comp, a) in acc.iter_mut().skip(u % 2).step_by(2).enumerate() {
                 let x = if w == 1 {
                     vv
@@ -447,6 +450,7 @@ fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u
     let dv = e.u(d);
     let last_dim = e.u(d - 1);
     let two = e.u(2);
+    let dstb = e.kb.mul(rth, dv);
     for i in 0..d.div_ceil(sub as usize) {
         let off = e.u(i * sub as usize);
         let dd = e.kb.add(lane, off);
@@ -465,7 +469,6 @@ fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u
             o = e.kb.fma(os, w, o);
         }
         let y = e.kb.bin(BinOp::Div, o, total);
-        let dstb = e.kb.mul(rth, dv);
         let at = e.kb.add(dstb, dd);
         e.when(ok, |e| {
             e.kb.store(out, at, y);

@@ -137,9 +137,9 @@ const MM_UNROLL: usize = 8;
 /// `x @ w^T`: one subgroup per output column, up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
-/// multiple of 32), then a subgroup sum. `mms`
-/// are one or two matmuls of the same `x` (a SwiGLU's gate and up); the root is the matmul
-/// itself or an element-wise value of their shape computed from them (the epilogue).
+/// multiple of 32), then a subgroup sum. `mms` are one or two matmuls of the same `x` (a
+/// SwiGLU's gate and up); the root is the matmul itself or an element-wise value of their
+/// shape computed from them (the epilogue).
 pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Launch> {
     let [x, w0] = args(e, mms[0])?;
     let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);

@@ -133,16 +133,18 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         scratch: BTreeMap::new(),
         counters: 0,
     };
-    // Decode cache updates that only their attention reads are written by that attention.
-    let mut writes: HashMap<Value, attention::KvWrite> = HashMap::new();
+    // Each attention, with the decode cache update that only it reads (written by it).
+    let mut attns = HashMap::new();
     let mut written: HashSet<Value> = HashSet::new();
     for (v, n) in g.nodes.iter() {
-        if n.op == Op::AttnMix
-            && let Some((a, _)) = match_attention(g, &pl.users, v)
-            && let Some(w) = attention::match_kv_write(g, &pl.users, &a)
-        {
-            written.extend([a.k, a.v]);
-            writes.insert(v, w);
+        if n.op == Op::AttnMix {
+            let (a, _) =
+                match_attention(g, &pl.users, v).ok_or_else(|| unsupported(g, v, "attention"))?;
+            let w = attention::match_kv_write(g, &pl.users, &a);
+            if w.is_some() {
+                written.extend([a.k, a.v]);
+            }
+            attns.insert(v, (a, w));
         }
     }
     for (v, n) in g.nodes.iter() {
@@ -194,10 +196,9 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     })?
                 }
                 Op::AttnMix => {
-                    let (a, _) = match_attention(g, &pl.users, v)
-                        .ok_or_else(|| unsupported(g, v, "attention"))?;
+                    let (a, w) = &attns[&v];
                     b.emit(g, &pl, "attention", sub, |e| {
-                        attention::attention(e, v, &a, writes.get(&v), sub)
+                        attention::attention(e, v, a, w.as_ref(), sub)
                     })?
                 }
                 Op::Unary(_)

@@ -35,7 +35,8 @@ pub struct CudaKernel {
     func: sys::CUfunction,
     block: [u32; 3],
     name: String,
-    /// Launched as a programmatic dependent of the previous launch (`KernelCode::dependent_launch`).
+    /// Launched as a programmatic dependent of the previous launch
+    /// (`KernelCode::dependent_launch`).
     dependent: bool,
 }
 
@@ -160,38 +161,76 @@ impl CudaDevice {
     /// Device-to-device copy bandwidth in bytes per second (bytes read plus written), the
     /// median of ten event-timed copies of `bytes` bytes after two warm-ups.
     pub fn measure_copy(&mut self, bytes: usize) -> Result<f64, DeviceError> {
-        // SAFETY: plain allocations and copies on our stream, freed before returning.
-        unsafe {
+        // SAFETY: plain allocations on our stream, freed before returning.
+        let (a, b) = unsafe {
             let a = result::malloc_sync(bytes).map_err(|e| convert("cuMemAlloc", e))?;
-            let b = result::malloc_sync(bytes).map_err(|e| convert("cuMemAlloc", e))?;
-            result::memset_d8_async(a, 1, bytes, self.stream)
-                .map_err(|e| convert("cuMemset", e))?;
-            let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-                .map_err(|e| convert("cuEventCreate", e))?;
-            let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-                .map_err(|e| convert("cuEventCreate", e))?;
-            let mut times = Vec::new();
-            for i in 0..12 {
-                result::event::record(start, self.stream)
-                    .map_err(|e| convert("cuEventRecord", e))?;
-                result::memcpy_dtod_async(b, a, bytes, self.stream)
-                    .map_err(|e| convert("cuMemcpyDtoD", e))?;
-                result::event::record(end, self.stream).map_err(|e| convert("cuEventRecord", e))?;
-                result::event::synchronize(end).map_err(|e| convert("cuEventSynchronize", e))?;
-                let ms = result::event::elapsed(start, end)
-                    .map_err(|e| convert("cuEventElapsedTime", e))?;
-                if i >= 2 {
-                    times.push(ms as f64);
-                }
-            }
-            result::event::destroy(start).ok();
-            result::event::destroy(end).ok();
+            let b = result::malloc_sync(bytes).map_err(|e| convert("cuMemAlloc", e));
+            let b = b.inspect_err(|_| {
+                result::free_sync(a).ok();
+            })?;
+            (a, b)
+        };
+        // SAFETY: `a` and `b` hold `bytes` bytes each.
+        let timed = unsafe { result::memset_d8_async(a, 1, bytes, self.stream) }
+            .map_err(|e| convert("cuMemset", e))
+            .and_then(|()| {
+                self.median_time(2, 10, |stream| {
+                    // SAFETY: as above, on our stream.
+                    unsafe { result::memcpy_dtod_async(b, a, bytes, stream) }
+                        .map_err(|e| convert("cuMemcpyDtoD", e))
+                })
+            });
+        // SAFETY: allocated above; the timed copies completed (their events synchronized).
+        unsafe {
             result::free_sync(a).ok();
             result::free_sync(b).ok();
-            times.sort_by(|x, y| x.total_cmp(y));
-            let ms = times.get(times.len() / 2).copied().unwrap_or(f64::NAN);
-            Ok(2.0 * bytes as f64 / (ms / 1e3))
         }
+        Ok(2.0 * bytes as f64 / timed?)
+    }
+
+    /// The median device time in seconds of `runs` runs of `op` on our stream (events around
+    /// each, waited for), after `warmups` untimed ones.
+    fn median_time(
+        &self,
+        warmups: usize,
+        runs: usize,
+        mut op: impl FnMut(sys::CUstream) -> Result<(), DeviceError>,
+    ) -> Result<f64, DeviceError> {
+        let ev = || {
+            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
+                .map_err(|e| convert("cuEventCreate", e))
+        };
+        let (start, end) = (ev()?, ev()?);
+        let mut samples = Vec::with_capacity(runs);
+        let mut timed = || -> Result<(), DeviceError> {
+            for i in 0..warmups + runs {
+                // SAFETY: events created above, recorded on our stream around `op`'s work.
+                unsafe { result::event::record(start, self.stream) }
+                    .map_err(|e| convert("cuEventRecord", e))?;
+                op(self.stream)?;
+                // SAFETY: as above; `end` completes before `elapsed` reads the pair.
+                let ms = unsafe {
+                    result::event::record(end, self.stream)
+                        .map_err(|e| convert("cuEventRecord", e))?;
+                    result::event::synchronize(end)
+                        .map_err(|e| convert("cuEventSynchronize", e))?;
+                    result::event::elapsed(start, end)
+                        .map_err(|e| convert("cuEventElapsedTime", e))?
+                };
+                if i >= warmups {
+                    samples.push(ms as f64 / 1e3);
+                }
+            }
+            Ok(())
+        };
+        let ran = timed();
+        for e in [start, end] {
+            // SAFETY: created above, destroyed once.
+            unsafe { result::event::destroy(e) }.ok();
+        }
+        ran?;
+        samples.sort_by(f64::total_cmp);
+        Ok(samples.get(samples.len() / 2).copied().unwrap_or(f64::NAN))
     }
 }
 
@@ -343,55 +382,19 @@ impl Device for CudaDevice {
         kernels: &[CudaKernel],
         dispatches: &[Dispatch],
     ) -> Result<Option<Vec<f64>>, DeviceError> {
-        let ev = || {
-            result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
-                .map_err(|e| convert("cuEventCreate", e))
-        };
-        let (start, end) = (ev()?, ev()?);
-        let time_prefix = |this: &mut CudaDevice, n: usize| -> Result<f64, DeviceError> {
-            let graph = this.record(kernels, &dispatches[..n])?;
-            let mut samples = Vec::with_capacity(PROFILE_REPLAYS);
-            for i in 0..=PROFILE_REPLAYS {
-                // SAFETY: events created above, recorded around a launch of our graph.
-                unsafe {
-                    result::event::record(start, this.stream)
-                        .map_err(|e| convert("cuEventRecord", e))?;
-                    result::graph::launch(graph.exec, this.stream)
-                        .map_err(|e| convert("cuGraphLaunch", e))?;
-                    result::event::record(end, this.stream)
-                        .map_err(|e| convert("cuEventRecord", e))?;
-                }
-                this.synchronize()?;
-                // SAFETY: both events completed (the stream was synchronized).
-                let ms = unsafe { result::event::elapsed(start, end) }
-                    .map_err(|e| convert("cuEventElapsedTime", e))?;
-                if i > 0 {
-                    samples.push(ms as f64 / 1e3);
-                }
-            }
-            samples.sort_by(f64::total_cmp);
-            Ok(samples[samples.len() / 2])
-        };
         let mut times = Vec::with_capacity(dispatches.len());
-        let mut ran = Ok(());
         let mut before = 0.0;
         for n in 1..=dispatches.len() {
-            match time_prefix(self, n) {
-                Ok(t) => {
-                    times.push(t - before);
-                    before = t;
-                }
-                Err(e) => {
-                    ran = Err(e);
-                    break;
-                }
-            }
+            let graph = self.record(kernels, &dispatches[..n])?;
+            let t = self.median_time(1, PROFILE_REPLAYS, |stream| {
+                // SAFETY: an instantiated graph, launched on our stream.
+                unsafe { result::graph::launch(graph.exec, stream) }
+                    .map_err(|e| convert("cuGraphLaunch", e))
+            })?;
+            times.push(t - before);
+            before = t;
         }
-        for e in [start, end] {
-            // SAFETY: created above, destroyed once.
-            unsafe { result::event::destroy(e) }.ok();
-        }
-        ran.map(|()| Some(times))
+        Ok(Some(times))
     }
 
     fn copy_bandwidth(&mut self) -> Result<Option<f64>, DeviceError> {
