@@ -563,7 +563,9 @@ pub fn subgroup8() -> Kernel {
 
 /// A matmul-like kernel whose subgroup operations sit inside a branch that is uniform per
 /// subgroup but not per work-group (`col < 5` with two subgroups per work-group), with
-/// results, a nested `if`/`else` reducing in both branches, and a shuffle.
+/// results, a nested `if`/`else` reducing in both branches, and a shuffle. Each work-group
+/// writes its own 64 results after the first 64 elements, so the output does not depend on
+/// the order work-groups run in.
 pub fn subgroup_guarded() -> Kernel {
     let mut b = KernelBuilder::new("subgroup_guarded", [64, 1, 1], 32);
     let x = b.param("x", Scalar::F32, Access::Read);
@@ -612,8 +614,10 @@ pub fn subgroup_guarded() -> Kernel {
         },
         |_| vec![zero],
     );
-    let base = b.u32(64);
-    let at = b.add(base, local);
+    let (base, width) = (b.u32(64), b.u32(64));
+    let group_base = b.mul(gx, width);
+    let row = b.add(base, group_base);
+    let at = b.add(row, local);
     b.store(out, at, r[0]);
     b.finish()
 }
