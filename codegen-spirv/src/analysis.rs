@@ -4,7 +4,7 @@
 //!
 //! Invariant: every function here is a pure walk of the kir tree, in statement order.
 
-use poot_kir::{Expr, Inst, Special, Val};
+use poot_kir::{Expr, Inst, Kernel, Mem, Special, Val};
 use std::collections::HashSet;
 
 /// True for a subgroup operation (what the shared-memory fallback turns into barriers).
@@ -115,4 +115,42 @@ pub(crate) fn defs(i: &Inst) -> Vec<Val> {
         Inst::If { results, .. } | Inst::For { results, .. } => results.clone(),
         _ => Vec::new(),
     }
+}
+
+/// Per parameter of `k`, the lane counts of its accesses (loads and stores of 1, 2 or 4
+/// lanes; atomics count as 1), each once.
+pub(crate) fn access_widths(k: &Kernel) -> Vec<Vec<u8>> {
+    fn walk(k: &Kernel, insts: &[Inst], out: &mut [Vec<u8>]) {
+        for i in insts {
+            let (p, lanes) = match i {
+                Inst::Let(_, Expr::Load(Mem::Param(p), _, lanes)) => (*p, *lanes),
+                Inst::Store {
+                    mem: Mem::Param(p),
+                    value,
+                    ..
+                } => (*p, k.types[*value].lanes),
+                Inst::Atomic {
+                    mem: Mem::Param(p), ..
+                } => (*p, 1),
+                Inst::If { then, els, .. } => {
+                    walk(k, then, out);
+                    walk(k, els, out);
+                    continue;
+                }
+                Inst::For { body, .. } => {
+                    walk(k, body, out);
+                    continue;
+                }
+                _ => continue,
+            };
+            if let Some(w) = out.get_mut(p as usize)
+                && !w.contains(&lanes)
+            {
+                w.push(lanes);
+            }
+        }
+    }
+    let mut out = vec![Vec::new(); k.params.len()];
+    walk(k, &k.body, &mut out);
+    out
 }

@@ -193,8 +193,9 @@ impl Module {
         self.declare(TyKey::Function(v), Op::TypeFunction, vec![id(v)])
     }
 
-    /// A runtime array of 4-byte elements (`ArrayStride 4`).
-    pub(crate) fn runtime_array(&mut self, elem: Word) -> Word {
+    /// A runtime array of `stride`-byte elements (`ArrayStride stride`; each element type
+    /// has one stride: 4 for scalars, 4 per lane for vectors).
+    pub(crate) fn runtime_array(&mut self, elem: Word, stride: u32) -> Word {
         if let Some(&w) = self.types.get(&TyKey::RuntimeArray(elem)) {
             return w;
         }
@@ -203,7 +204,7 @@ impl Module {
             Op::TypeRuntimeArray,
             vec![id(elem)],
         );
-        self.decorate(w, Decoration::ArrayStride, &[4]);
+        self.decorate(w, Decoration::ArrayStride, &[stride]);
         w
     }
 

@@ -18,7 +18,7 @@
 //!   as the execution spec allows (the dispatch's results are discarded), because a thread
 //!   that left early would make later barriers non-uniform.
 
-use crate::analysis::{Features, inst_has_sync};
+use crate::analysis::{Features, access_widths, inst_has_sync};
 use crate::error::{Result, SpirvError};
 use crate::module::{Module, id};
 use crate::target::{SpirvTarget, SubgroupMode};
@@ -55,6 +55,9 @@ pub(crate) struct Writer<'a> {
     pub(crate) mode: SubgroupMode,
     vals: HashMap<Val, Word>,
     params: Vec<Word>,
+    /// Per parameter, the lanes of its array's elements: the width of its vector accesses
+    /// where the kernel makes only accesses of that width, else 1 (scalars).
+    lanes: Vec<u8>,
     shared: Vec<Word>,
     error: Word,
     pub(crate) scratch: Option<Word>,
@@ -75,20 +78,34 @@ impl<'a> Writer<'a> {
             mode,
             vals: HashMap::new(),
             params: Vec::new(),
+            lanes: Vec::new(),
             shared: Vec::new(),
             error: 0,
             scratch: None,
             builtins: Builtins::default(),
             trap_returns: !(f.barrier || fallback),
         };
+        let widths = access_widths(k);
         for (i, p) in k.params.iter().enumerate() {
-            let var = w.storage_buffer(p.elem, i as u32, &p.name);
+            let lanes = match widths[i][..] {
+                [n] => n,
+                _ => 1,
+            };
+            let var = w.storage_buffer(
+                Ty {
+                    scalar: p.elem,
+                    lanes,
+                },
+                i as u32,
+                &p.name,
+            );
             if p.access == poot_kir::Access::Read {
                 w.m.decorate(var, Decoration::NonWritable, &[]);
             }
             w.params.push(var);
+            w.lanes.push(lanes);
         }
-        w.error = w.storage_buffer(Scalar::U32, k.params.len() as u32, "poot_error");
+        w.error = w.storage_buffer(Ty::U32, k.params.len() as u32, "poot_error");
         for (i, a) in k.shared.iter().enumerate() {
             let var = w.workgroup_array(a.elem, a.len.max(1));
             w.m.name(var, &format!("s{i}"));
@@ -121,10 +138,11 @@ impl<'a> Writer<'a> {
         w
     }
 
-    /// A `StorageBuffer` binding `binding` of set 0: a `Block` struct around a runtime array.
-    fn storage_buffer(&mut self, elem: Scalar, binding: u32, name: &str) -> Word {
-        let e = self.m.scalar(elem);
-        let arr = self.m.runtime_array(e);
+    /// A `StorageBuffer` binding `binding` of set 0: a `Block` struct around a runtime array
+    /// of `elem` (scalars, or the vectors of a vector view).
+    fn storage_buffer(&mut self, elem: Ty, binding: u32, name: &str) -> Word {
+        let e = self.m.ty(elem);
+        let arr = self.m.runtime_array(e, 4 * u32::from(elem.lanes));
         let st = self.m.block_struct(arr);
         let ptr = self.m.pointer(StorageClass::StorageBuffer, st);
         let var = self.m.variable(ptr, StorageClass::StorageBuffer);
@@ -462,9 +480,33 @@ impl<'a> Writer<'a> {
         self.m.ids(Op::IAdd, u, &[index, off])
     }
 
+    /// The pointer to the vector of `lanes` elements of parameter `mem` at (aligned) element
+    /// `index` with the vector's type, where the parameter is an array of such vectors.
+    fn vector_ptr(&mut self, mem: Mem, index: Word, lanes: u8) -> Option<(Word, Word)> {
+        let Mem::Param(i) = mem else { return None };
+        if lanes == 1 || self.lanes[i as usize] != lanes {
+            return None;
+        }
+        let var = self.params[i as usize];
+        let t = self.m.ty(Ty {
+            scalar: self.k.params[i as usize].elem,
+            lanes,
+        });
+        let u = self.m.scalar(Scalar::U32);
+        let shift = self.m.u32(u32::from(lanes).trailing_zeros());
+        let at = self.m.ids(Op::ShiftRightLogical, u, &[index, shift]);
+        let ptr_t = self.m.pointer(StorageClass::StorageBuffer, t);
+        let zero = self.m.u32(0);
+        let ptr = self.m.ids(Op::AccessChain, ptr_t, &[var, zero, at]);
+        Some((ptr, t))
+    }
+
     /// `lanes` consecutive elements of `mem` from `index`, as one value.
     pub(crate) fn load(&mut self, mem: Mem, index: Val, lanes: u8) -> Word {
         let base = self.val(index);
+        if let Some((ptr, t)) = self.vector_ptr(mem, base, lanes) {
+            return self.m.ids(Op::Load, t, &[ptr]);
+        }
         let mut parts = Vec::with_capacity(lanes as usize);
         let mut elem = Scalar::U32;
         for j in 0..lanes {
@@ -487,6 +529,10 @@ impl<'a> Writer<'a> {
     fn store(&mut self, mem: Mem, index: Val, value: Val) {
         let base = self.val(index);
         let (v, t) = (self.val(value), self.ty(value));
+        if let Some((ptr, _)) = self.vector_ptr(mem, base, t.lanes) {
+            self.m.exec(Op::Store, vec![id(ptr), id(v)]);
+            return;
+        }
         for j in 0..t.lanes {
             let i = self.lane_index(base, j);
             let (ptr, e, _) = self.element(mem, i);

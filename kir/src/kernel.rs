@@ -4,7 +4,9 @@
 //! enclosing block; `if` and `for` are the only control flow and pass values out only through
 //! their `results` (a `for`'s carried values enter as block parameters and leave as results);
 //! loads and stores index whole elements of their buffer, and a vector access of `n` lanes
-//! reads `n` consecutive elements; `trap` ends the whole dispatch with its code.
+//! reads `n` consecutive elements from an index that is a multiple of `n` (renderers use
+//! aligned vector instructions; the reference device faults on a misaligned one); `trap`
+//! ends the whole dispatch with its code.
 
 use crate::types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
 use cranelift_entity::{PrimaryMap, entity_impl};

@@ -667,15 +667,19 @@ fn oob(prog: &Program, wg: [u32; 3], o: Oob) -> Fault {
     } else {
         String::new()
     };
+    let what = if o.index as usize % o.comps.max(1) != 0 {
+        format!("is not aligned to {} elements", o.comps)
+    } else {
+        format!("is outside its {} elements", o.len)
+    };
     Fault {
         kernel: prog.name.clone(),
         code: OUT_OF_BOUNDS,
         detail: format!(
-            "{} of {} at index {}{x} is outside its {} elements, in {}",
+            "{} of {} at index {}{x} {what}, in {}",
             o.what,
             space_name(prog, o.space),
             o.index,
-            o.len,
             where_(prog, wg, o.lane)
         ),
     }

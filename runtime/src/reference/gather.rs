@@ -6,21 +6,24 @@
 //! and transposed through fixed-size arrays (compiled for AVX2 where the CPU has it, so the
 //! transposition is vector shuffles); everything else goes lane by lane through `get`.
 
-/// The first active lane whose access of `comps` elements at its index leaves `len`.
+/// The first active lane whose access of `comps` elements at its index leaves `len`, or is
+/// not aligned to `comps` elements (kir's rule for vector accesses).
 #[inline(always)]
 pub(crate) fn first_oob(idx: &[u32], mask: &[u32], comps: usize, len: usize) -> Option<usize> {
     let limit = len.checked_sub(comps);
-    // A vectorisable pass for the common case: the largest active index fits.
-    let top = idx
-        .iter()
-        .zip(mask)
-        .fold(0u32, |acc, (&i, &m)| acc.max(i & m.wrapping_neg()));
-    if limit.is_some_and(|l| top as usize <= l) {
+    let low = comps as u32 - 1; // comps is 1, 2 or 4
+    // A vectorisable pass for the common case: the largest active index fits, and no active
+    // index has low bits set.
+    let (top, bits) = idx.iter().zip(mask).fold((0u32, 0u32), |(t, b), (&i, &m)| {
+        let on = i & m.wrapping_neg();
+        (t.max(on), b | (on & low))
+    });
+    if bits == 0 && limit.is_some_and(|l| top as usize <= l) {
         return None;
     }
     idx.iter()
         .zip(mask)
-        .position(|(&i, &m)| m != 0 && limit.is_none_or(|l| i as usize > l))
+        .position(|(&i, &m)| m != 0 && (i & low != 0 || limit.is_none_or(|l| i as usize > l)))
 }
 
 /// How far ahead of a contiguous block [`gather_cols`] prefetches, in words: a subgroup

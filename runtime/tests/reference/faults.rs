@@ -123,6 +123,31 @@ fn out_of_bounds_loads_and_stores_fault_naming_the_param() {
 }
 
 #[test]
+fn misaligned_vector_accesses_fault() {
+    // Thread t loads x[2t .. 2t + 4] as one vector: aligned to 4 elements only for even t.
+    let mut b = KernelBuilder::new("misaligned", [8, 1, 1], 1);
+    let px = b.param("x", Scalar::U32, Access::Read);
+    let po = b.param("out", Scalar::U32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let two = b.u32(2);
+    let i = b.mul(t, two);
+    let v = b.load(px, i, 4);
+    let e = b.extract(v, 0);
+    b.store(po, t, e);
+    let k = b.finish();
+    let mut arenas = vec![vec![3; 64], vec![0; 8]];
+    let f = run(&k, [1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, OUT_OF_BOUNDS);
+    assert!(
+        f.detail
+            .contains("load of param 0 `x` at index 2 (x4) is not aligned to 4 elements"),
+        "{}",
+        f.detail
+    );
+    assert!(f.detail.contains("thread [1, 0, 0]"), "{}", f.detail);
+}
+
+#[test]
 fn prefetch_ranges_are_checked_and_read_nothing() {
     // Thread t prefetches elements [4t, 4t + 4) and copies its own element.
     let mut b = KernelBuilder::new("ahead", [8, 1, 1], 1);
