@@ -667,7 +667,7 @@ fn oob(prog: &Program, wg: [u32; 3], o: Oob) -> Fault {
     } else {
         String::new()
     };
-    let what = if o.index as usize % o.comps.max(1) != 0 {
+    let what = if !(o.index as usize).is_multiple_of(o.comps.max(1)) {
         format!("is not aligned to {} elements", o.comps)
     } else {
         format!("is outside its {} elements", o.len)
