@@ -117,10 +117,12 @@ pub(crate) fn defs(i: &Inst) -> Vec<Val> {
     }
 }
 
-/// Per parameter of `k`, the lane counts of its accesses (loads and stores of 1, 2 or 4
-/// lanes; atomics count as 1), each once.
-pub(crate) fn access_widths(k: &Kernel) -> Vec<Vec<u8>> {
-    fn walk(k: &Kernel, insts: &[Inst], out: &mut [Vec<u8>]) {
+/// Per parameter of `k`, the lanes of the elements its array is declared with: the widest
+/// of its loads and stores (1, 2 or 4 lanes), or 1 where it has atomics (which need scalar
+/// elements).
+pub(crate) fn element_lanes(k: &Kernel) -> Vec<u8> {
+    // The widest access of each parameter, 0 once it has an atomic.
+    fn walk(k: &Kernel, insts: &[Inst], out: &mut [Option<u8>]) {
         for i in insts {
             let (p, lanes) = match i {
                 Inst::Let(_, Expr::Load(Mem::Param(p), _, lanes)) => (*p, *lanes),
@@ -131,7 +133,7 @@ pub(crate) fn access_widths(k: &Kernel) -> Vec<Vec<u8>> {
                 } => (*p, k.types[*value].lanes),
                 Inst::Atomic {
                     mem: Mem::Param(p), ..
-                } => (*p, 1),
+                } => (*p, 0),
                 Inst::If { then, els, .. } => {
                     walk(k, then, out);
                     walk(k, els, out);
@@ -143,14 +145,16 @@ pub(crate) fn access_widths(k: &Kernel) -> Vec<Vec<u8>> {
                 }
                 _ => continue,
             };
-            if let Some(w) = out.get_mut(p as usize)
-                && !w.contains(&lanes)
-            {
-                w.push(lanes);
+            if let Some(w) = out.get_mut(p as usize) {
+                *w = match *w {
+                    Some(0) => Some(0),
+                    _ if lanes == 0 => Some(0),
+                    w => Some(w.unwrap_or(1).max(lanes)),
+                };
             }
         }
     }
-    let mut out = vec![Vec::new(); k.params.len()];
+    let mut out = vec![None; k.params.len()];
     walk(k, &k.body, &mut out);
-    out
+    out.into_iter().map(|w| w.unwrap_or(1).max(1)).collect()
 }

@@ -16,9 +16,11 @@
 //!
 //! # Binding model
 //! - Descriptor set 0. Binding `i` is kir parameter `i`: a `StorageBuffer` variable of a
-//!   `Block` struct whose one member (offset 0) is a runtime array (`ArrayStride 4`) of the
-//!   parameter's element type (`u32`, `i32`, `f32`); `Access::Read` parameters are
-//!   `NonWritable`. The variables are named after the parameters.
+//!   `Block` struct whose one member (offset 0) is a runtime array of the parameter's element
+//!   type (`u32`, `i32`, `f32`; `ArrayStride 4`) or, where the kernel's widest access to it
+//!   is a vector of 2 or 4 lanes and it has no atomics, of such vectors (`ArrayStride` 8 or
+//!   16: one variable per binding, since naga refuses aliased bindings); `Access::Read`
+//!   parameters are `NonWritable`. The variables are named after the parameters.
 //! - Binding `params.len()` ([`error_binding`]) is always declared: the reserved error words,
 //!   a `u32` runtime array named `poot_error`. `trap(code)` does a device-scope `OpAtomicOr`
 //!   of `code` into word 0; the runtime zeroes it before a replay and raises a fault naming
@@ -34,8 +36,11 @@
 //!   `LocalInvocationIndex % subgroup` with the fallback or in a work-group of more than one
 //!   dimension (naga refuses the subgroup built-in there; the target requires subgroups laid
 //!   out over consecutive indices, so both are the same lane). See `subgroup`.
-//! - Vector loads and stores of 2 or 4 lanes are that many scalar accesses of consecutive
-//!   elements, composed with `OpCompositeConstruct` / split with `OpCompositeExtract`.
+//! - A load or store as wide as its parameter's array elements moves one whole element
+//!   (element `index / lanes`: kir aligns vector accesses to their width), so the device
+//!   issues one vector access. Narrower accesses, and vector accesses of shared memory, are
+//!   scalar accesses of single components (`OpAccessChain` into the element), composed with
+//!   `OpCompositeConstruct` / split with `OpCompositeExtract`.
 //! - Atomics are relaxed `OpAtomic*` at device scope on buffers and work-group scope on shared
 //!   arrays; f32 `add` needs `SpirvTarget::atomic_float_add` (`SPV_EXT_shader_atomic_float_add`)
 //!   and other f32 atomics are refused. `fence` is `OpMemoryBarrier` at device scope with

@@ -18,7 +18,7 @@
 //!   as the execution spec allows (the dispatch's results are discarded), because a thread
 //!   that left early would make later barriers non-uniform.
 
-use crate::analysis::{Features, access_widths, inst_has_sync};
+use crate::analysis::{Features, element_lanes, inst_has_sync};
 use crate::error::{Result, SpirvError};
 use crate::module::{Module, id};
 use crate::target::{SpirvTarget, SubgroupMode};
@@ -55,8 +55,8 @@ pub(crate) struct Writer<'a> {
     pub(crate) mode: SubgroupMode,
     vals: HashMap<Val, Word>,
     params: Vec<Word>,
-    /// Per parameter, the lanes of its array's elements: the width of its vector accesses
-    /// where the kernel makes only accesses of that width, else 1 (scalars).
+    /// Per parameter, the lanes of its array's elements (`analysis::element_lanes`): accesses
+    /// of that width load and store whole elements, narrower ones single components.
     lanes: Vec<u8>,
     shared: Vec<Word>,
     error: Word,
@@ -85,12 +85,9 @@ impl<'a> Writer<'a> {
             builtins: Builtins::default(),
             trap_returns: !(f.barrier || fallback),
         };
-        let widths = access_widths(k);
+        let widths = element_lanes(k);
         for (i, p) in k.params.iter().enumerate() {
-            let lanes = match widths[i][..] {
-                [n] => n,
-                _ => 1,
-            };
+            let lanes = widths[i];
             let var = w.storage_buffer(
                 Ty {
                     scalar: p.elem,
@@ -460,7 +457,21 @@ impl<'a> Writer<'a> {
         };
         let e = self.m.scalar(elem);
         let ptr_t = self.m.pointer(class, e);
+        let lanes = match mem {
+            Mem::Param(i) => self.lanes[i as usize],
+            Mem::Shared(_) => 1,
+        };
         let ptr = match class {
+            StorageClass::StorageBuffer if lanes > 1 => {
+                // Component `index % lanes` of vector `index / lanes`.
+                let u = self.m.scalar(Scalar::U32);
+                let shift = self.m.u32(u32::from(lanes).trailing_zeros());
+                let mask = self.m.u32(u32::from(lanes) - 1);
+                let at = self.m.ids(Op::ShiftRightLogical, u, &[index, shift]);
+                let c = self.m.ids(Op::BitwiseAnd, u, &[index, mask]);
+                let zero = self.m.u32(0);
+                self.m.ids(Op::AccessChain, ptr_t, &[var, zero, at, c])
+            }
             StorageClass::StorageBuffer => {
                 let zero = self.m.u32(0);
                 self.m.ids(Op::AccessChain, ptr_t, &[var, zero, index])

@@ -25,7 +25,31 @@ pub fn cases() -> Vec<(&'static str, Kernel)> {
         ("subgroup_loop", subgroup_loop()),
         ("trap_barrier", trap_barrier()),
         ("last_group", last_group()),
+        ("mixed_widths", mixed_widths()),
     ]
+}
+
+/// Buffers accessed at several widths: `x` by 4-lane, 2-lane and scalar loads, `out` by
+/// scalar and 4-lane stores (a renderer that declares a buffer by its widest access reaches
+/// the narrower ones by component).
+pub fn mixed_widths() -> Kernel {
+    let mut b = KernelBuilder::new("mixed_widths", [64, 1, 1], 1);
+    let x = b.param("x", Scalar::F32, Access::Read);
+    let out = b.param("out", Scalar::F32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let (two, four, base) = (b.u32(2), b.u32(4), b.u32(64));
+    let i4 = b.mul(t, four);
+    let v = b.load(x, i4, 4);
+    let i2 = b.mul(t, two);
+    let p = b.load(x, i2, 2);
+    let s = b.load(x, t, 1);
+    let (v0, p1) = (b.extract(v, 0), b.extract(p, 1));
+    let sum = b.add(v0, p1);
+    let sum = b.add(sum, s);
+    b.store(out, t, sum);
+    let at = b.add(base, i4);
+    b.store(out, at, v);
+    b.finish()
 }
 
 /// One warp per row: a `x4` vector-load dot product with two carried values, reduced over

@@ -16,6 +16,17 @@ fn bad(name: &str, why: impl std::fmt::Display) -> DeviceError {
     DeviceError::Other(format!("kernel {name}: {why}"))
 }
 
+/// The bytes to bind for a binding of `len` bytes at `offset` in a buffer of `size` bytes:
+/// `len` rounded up to whole 16-byte units where the buffer has them (the planner's
+/// 256-byte alignment leaves that room), so a kernel whose parameter is an array of 4-lane
+/// vectors (poot-codegen-spirv) sees its last, partly used element whole; at least 4 bytes,
+/// always a multiple of 4.
+pub(crate) fn binding_range(offset: u64, len: u64, size: u64) -> u64 {
+    let words = len.max(4).next_multiple_of(4);
+    let room = size.saturating_sub(offset);
+    words.next_multiple_of(16).min(room).max(words)
+}
+
 /// The fault of the first dispatch whose error word is set: dispatch `i` (running
 /// `kernels[i]`) owns the little-endian `u32` at byte `i * stride` of `words`.
 pub(crate) fn first_fault(words: &[u8], stride: usize, kernels: &[String]) -> Option<DeviceError> {
@@ -103,4 +114,18 @@ pub(crate) fn all_writable(words: &[u32]) -> Vec<u32> {
         at += count;
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::binding_range;
+
+    #[test]
+    fn binding_ranges_round_to_whole_vectors_inside_the_buffer() {
+        assert_eq!(binding_range(0, 40, 1024), 48);
+        assert_eq!(binding_range(256, 64, 1024), 64);
+        assert_eq!(binding_range(0, 0, 1024), 16);
+        assert_eq!(binding_range(1000, 22, 1024), 24, "only the buffer's room");
+        assert_eq!(binding_range(0, 6, 6), 8, "never below whole words");
+    }
 }

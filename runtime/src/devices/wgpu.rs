@@ -321,7 +321,11 @@ impl WgpuDevice {
                     resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
                         buffer: buf,
                         offset: b.offset,
-                        size: wgpu::BufferSize::new(b.len.max(4).div_ceil(4) * 4),
+                        size: wgpu::BufferSize::new(super::spirv::binding_range(
+                            b.offset,
+                            b.len,
+                            buf.size(),
+                        )),
                     }),
                 });
             }

@@ -12,6 +12,7 @@
 use super::ctx::Ctx;
 use super::kernel::VulkanKernel;
 use super::memory::{Buffer, Use};
+use crate::devices::spirv::binding_range;
 use crate::error::DeviceError;
 use ash::vk;
 use poot_bundle::{Arena, Dispatch};
@@ -346,16 +347,16 @@ fn bake_sets(
     let mut at: Vec<(vk::DescriptorSet, u32)> = Vec::new();
     for (i, x) in dispatches.iter().enumerate() {
         for (j, b) in x.bindings.iter().enumerate() {
-            let buf = arenas
+            let (buf, size) = arenas
                 .iter()
                 .find(|(a, _)| *a == b.arena)
-                .map(|(_, buf)| buf.buffer)
+                .map(|(_, buf)| (buf.buffer, buf.size))
                 .unwrap_or_default();
             infos.push(
                 vk::DescriptorBufferInfo::default()
                     .buffer(buf)
                     .offset(b.offset)
-                    .range(b.len.max(4)),
+                    .range(binding_range(b.offset, b.len, size)),
             );
             at.push((sets[i], j as u32));
         }
