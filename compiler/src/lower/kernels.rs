@@ -128,7 +128,9 @@ pub fn gather_rows(e: &mut Emit, root: Value) -> Result<Launch> {
     ))
 }
 
-const MM_WARPS: usize = 4;
+/// Subgroups per matmul work-group, one output column each.
+pub(super) const MM_WARPS: usize = 4;
+/// Input rows per matmul work-group.
 const MM_ROWS: usize = 8;
 /// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
 /// projection has 5).

@@ -163,7 +163,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
             (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
             (_, Place::Buffer) => match &n.op {
-                Op::MatMul => b.emit(g, &pl, "matmul", 4 * sub, |e| {
+                Op::MatMul => b.emit(g, &pl, "matmul", kernels::MM_WARPS as u32 * sub, |e| {
                     kernels::matmul(e, v, &[v], sub)
                 })?,
                 _ if !fused_mm.is_empty() => {
@@ -172,7 +172,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     } else {
                         "matmul"
                     };
-                    b.emit(g, &pl, kind, 4 * sub, |e| {
+                    b.emit(g, &pl, kind, kernels::MM_WARPS as u32 * sub, |e| {
                         kernels::matmul(e, v, &fused_mm, sub)
                     })?
                 }
