@@ -12,6 +12,11 @@ use std::process::ExitCode;
 
 /// Dispatches `poot bench --profile` lists one by one (the first layer and then some).
 const PROFILE_LISTED: usize = 12;
+/// `poot bench` warms each mode up for at least this many steps and this long, so the device
+/// has left its idle clocks before the timed steps (16 steps alone left a Vulkan run 20%
+/// slower than the next run of the same bundle, BENCHMARKS.md).
+const WARMUP_STEPS: usize = 16;
+const WARMUP_SECS: f64 = 0.5;
 
 #[derive(Parser)]
 #[command(
@@ -213,22 +218,29 @@ fn bench<D: poot_runtime::Device>(
         "entry: {key}, {dispatches} dispatches, {:.1} MB read per step",
         bytes_read as f64 / 1e6
     );
+    let slots = |i: usize| {
+        vec![
+            (SlotKind::Token, vec![(i % 1000) as i32 + 1; rows]),
+            (SlotKind::Pos, vec![(i % (cap - 1)) as i32; rows]),
+        ]
+    };
     let mut results = Vec::new();
     for eager in [false, true] {
         engine.reset_state()?;
+        let warm = std::time::Instant::now();
+        let mut i = 0;
+        while i < WARMUP_STEPS || warm.elapsed().as_secs_f64() < WARMUP_SECS {
+            engine.step_timed(id, &slots(i), eager)?;
+            i += 1;
+        }
+        // The timed steps start from an empty cache, the same positions in both modes.
+        engine.reset_state()?;
         let (mut total, mut host) = (Vec::new(), Vec::new());
-        for i in 0..steps + 16 {
-            let pos = (i % (cap - 1)) as i32;
-            let slots = vec![
-                (SlotKind::Token, vec![(i % 1000) as i32 + 1; rows]),
-                (SlotKind::Pos, vec![pos; rows]),
-            ];
+        for i in 0..steps {
             let start = std::time::Instant::now();
-            let (_, h) = engine.step_timed(id, &slots, eager)?;
-            if i >= 16 {
-                total.push(start.elapsed().as_secs_f64());
-                host.push(h);
-            }
+            let (_, h) = engine.step_timed(id, &slots(i), eager)?;
+            total.push(start.elapsed().as_secs_f64());
+            host.push(h);
         }
         let t = median(&mut total);
         let h = median(&mut host);
