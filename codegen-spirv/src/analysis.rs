@@ -121,8 +121,8 @@ pub(crate) fn defs(i: &Inst) -> Vec<Val> {
 /// of its loads and stores (1, 2 or 4 lanes), or 1 where it has atomics (which need scalar
 /// elements).
 pub(crate) fn element_lanes(k: &Kernel) -> Vec<u8> {
-    // The widest access of each parameter, 0 once it has an atomic.
-    fn walk(k: &Kernel, insts: &[Inst], out: &mut [Option<u8>]) {
+    // The widest access of each parameter so far (1 before any), 0 once it has an atomic.
+    fn walk(k: &Kernel, insts: &[Inst], out: &mut [u8]) {
         for i in insts {
             let (p, lanes) = match i {
                 Inst::Let(_, Expr::Load(Mem::Param(p), _, lanes)) => (*p, *lanes),
@@ -146,15 +146,15 @@ pub(crate) fn element_lanes(k: &Kernel) -> Vec<u8> {
                 _ => continue,
             };
             if let Some(w) = out.get_mut(p as usize) {
-                *w = match *w {
-                    Some(0) => Some(0),
-                    _ if lanes == 0 => Some(0),
-                    w => Some(w.unwrap_or(1).max(lanes)),
+                *w = if lanes == 0 || *w == 0 {
+                    0
+                } else {
+                    (*w).max(lanes)
                 };
             }
         }
     }
-    let mut out = vec![None; k.params.len()];
+    let mut out = vec![1; k.params.len()];
     walk(k, &k.body, &mut out);
-    out.into_iter().map(|w| w.unwrap_or(1).max(1)).collect()
+    out.into_iter().map(|w| w.max(1)).collect()
 }

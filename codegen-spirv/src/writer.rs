@@ -136,7 +136,7 @@ impl<'a> Writer<'a> {
     }
 
     /// A `StorageBuffer` binding `binding` of set 0: a `Block` struct around a runtime array
-    /// of `elem` (scalars, or the vectors of a vector view).
+    /// of `elem` (scalars or vectors).
     fn storage_buffer(&mut self, elem: Ty, binding: u32, name: &str) -> Word {
         let e = self.m.ty(elem);
         let arr = self.m.runtime_array(e, 4 * u32::from(elem.lanes));
