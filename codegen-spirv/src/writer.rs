@@ -464,10 +464,9 @@ impl<'a> Writer<'a> {
         let ptr = match class {
             StorageClass::StorageBuffer if lanes > 1 => {
                 // Component `index % lanes` of vector `index / lanes`.
+                let at = self.vector_index(index, lanes);
                 let u = self.m.scalar(Scalar::U32);
-                let shift = self.m.u32(u32::from(lanes).trailing_zeros());
                 let mask = self.m.u32(u32::from(lanes) - 1);
-                let at = self.m.ids(Op::ShiftRightLogical, u, &[index, shift]);
                 let c = self.m.ids(Op::BitwiseAnd, u, &[index, mask]);
                 let zero = self.m.u32(0);
                 self.m.ids(Op::AccessChain, ptr_t, &[var, zero, at, c])
@@ -491,6 +490,13 @@ impl<'a> Writer<'a> {
         self.m.ids(Op::IAdd, u, &[index, off])
     }
 
+    /// `index / lanes` (`lanes` a power of two): the vector holding element `index`.
+    fn vector_index(&mut self, index: Word, lanes: u8) -> Word {
+        let u = self.m.scalar(Scalar::U32);
+        let shift = self.m.u32(u32::from(lanes).trailing_zeros());
+        self.m.ids(Op::ShiftRightLogical, u, &[index, shift])
+    }
+
     /// The pointer to the vector of `lanes` elements of parameter `mem` at (aligned) element
     /// `index` with the vector's type, where the parameter is an array of such vectors.
     fn vector_ptr(&mut self, mem: Mem, index: Word, lanes: u8) -> Option<(Word, Word)> {
@@ -503,9 +509,7 @@ impl<'a> Writer<'a> {
             scalar: self.k.params[i as usize].elem,
             lanes,
         });
-        let u = self.m.scalar(Scalar::U32);
-        let shift = self.m.u32(u32::from(lanes).trailing_zeros());
-        let at = self.m.ids(Op::ShiftRightLogical, u, &[index, shift]);
+        let at = self.vector_index(index, lanes);
         let ptr_t = self.m.pointer(StorageClass::StorageBuffer, t);
         let zero = self.m.u32(0);
         let ptr = self.m.ids(Op::AccessChain, ptr_t, &[var, zero, at]);

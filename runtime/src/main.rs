@@ -12,10 +12,11 @@ use std::process::ExitCode;
 
 /// Dispatches `poot bench --profile` lists one by one (the first layer and then some).
 const PROFILE_LISTED: usize = 12;
-/// `poot bench` warms each mode up for at least this many steps and this long, so the device
-/// has left its idle clocks before the timed steps (16 steps alone left a Vulkan run 20%
-/// slower than the next run of the same bundle, BENCHMARKS.md).
+/// `poot bench` warms each mode up for at least `WARMUP_STEPS` steps and `WARMUP_SECS`
+/// seconds before the timed steps: after 16 steps alone one Vulkan run was 20% slower than
+/// the next run of the same bundle (BENCHMARKS.md), likely from clocks still rising.
 const WARMUP_STEPS: usize = 16;
+/// See `WARMUP_STEPS`.
 const WARMUP_SECS: f64 = 0.5;
 
 #[derive(Parser)]
@@ -271,47 +272,40 @@ fn bench<D: poot_runtime::Device>(
     if results[1].1 > 0.0 {
         println!("capture speed-up: {:.2}x", results[1].1 / results[0].1);
     }
-    if profile {
-        let slots = vec![
-            (SlotKind::Token, vec![1; rows]),
-            (SlotKind::Pos, vec![64.min(cap as i32 - 1); rows]),
-        ];
-        if let Some(times) = engine.profile(id, &slots)? {
-            let names: Vec<String> = b
-                .manifest()
-                .targets
-                .iter()
-                .find(|t| !t.kernels.is_empty())
-                .map(|t| t.kernels.iter().map(|k| k.name.clone()).collect())
-                .unwrap_or_default();
-            let entry = engine.entry_info(id)?.clone();
-            let mut by: std::collections::BTreeMap<String, (f64, usize)> =
-                std::collections::BTreeMap::new();
-            for (d, t) in entry.dispatches.iter().zip(&times) {
-                let name = names.get(d.kernel as usize).cloned().unwrap_or_default();
-                let kind = name
-                    .rsplit_once('_')
-                    .map_or(name.clone(), |(a, _)| a.to_string());
-                let e = by.entry(kind).or_default();
-                e.0 += t;
-                e.1 += 1;
-            }
-            println!("first dispatches:");
-            for (d, t) in entry.dispatches.iter().zip(&times).take(PROFILE_LISTED) {
-                let name = names.get(d.kernel as usize).cloned().unwrap_or_default();
-                println!("  {name:<28} grid {:?} {:>8.2} us", d.grid, t * 1e6);
-            }
-            let mut rows_: Vec<_> = by.into_iter().collect();
-            rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
-            println!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)");
-            for (k, (t, n)) in rows_ {
-                println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
-            }
-            println!(
-                "sum of kernel times: {:.1} us",
-                times.iter().sum::<f64>() * 1e6
-            );
+    if profile && let Some(times) = engine.profile(id, &slots(64.min(cap - 1)))? {
+        let names: Vec<String> = b
+            .manifest()
+            .targets
+            .iter()
+            .find(|t| !t.kernels.is_empty())
+            .map(|t| t.kernels.iter().map(|k| k.name.clone()).collect())
+            .unwrap_or_default();
+        let entry = engine.entry_info(id)?.clone();
+        let name = |k: u32| names.get(k as usize).map_or("", String::as_str);
+        let mut by: std::collections::BTreeMap<&str, (f64, usize)> =
+            std::collections::BTreeMap::new();
+        for (d, t) in entry.dispatches.iter().zip(&times) {
+            let n = name(d.kernel);
+            let kind = n.rsplit_once('_').map_or(n, |(a, _)| a);
+            let e = by.entry(kind).or_default();
+            e.0 += t;
+            e.1 += 1;
         }
+        println!("first dispatches:");
+        for (d, t) in entry.dispatches.iter().zip(&times).take(PROFILE_LISTED) {
+            let n = name(d.kernel);
+            println!("  {n:<28} grid {:?} {:>8.2} us", d.grid, t * 1e6);
+        }
+        let mut rows_: Vec<_> = by.into_iter().collect();
+        rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+        println!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)");
+        for (k, (t, n)) in rows_ {
+            println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
+        }
+        println!(
+            "sum of kernel times: {:.1} us",
+            times.iter().sum::<f64>() * 1e6
+        );
     }
     Ok(())
 }

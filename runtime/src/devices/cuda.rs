@@ -200,7 +200,11 @@ impl CudaDevice {
             result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)
                 .map_err(|e| convert("cuEventCreate", e))
         };
-        let (start, end) = (ev()?, ev()?);
+        let start = ev()?;
+        let end = ev().inspect_err(|_| {
+            // SAFETY: created just above, destroyed once.
+            unsafe { result::event::destroy(start) }.ok();
+        })?;
         let mut samples = Vec::with_capacity(runs);
         let mut timed = || -> Result<(), DeviceError> {
             for i in 0..warmups + runs {

@@ -667,7 +667,12 @@ fn oob(prog: &Program, wg: [u32; 3], o: Oob) -> Fault {
     } else {
         String::new()
     };
-    let what = if !(o.index as usize).is_multiple_of(o.comps.max(1)) {
+    // A flagged access that fits its binding was flagged for alignment (loads and stores:
+    // `first_oob`); prefetches are flagged only past the end.
+    let fits = (o.index as usize)
+        .checked_add(o.comps)
+        .is_some_and(|end| end <= o.len);
+    let what = if fits {
         format!("is not aligned to {} elements", o.comps)
     } else {
         format!("is outside its {} elements", o.len)

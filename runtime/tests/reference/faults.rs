@@ -175,6 +175,23 @@ fn prefetch_ranges_are_checked_and_read_nothing() {
         f.detail
     );
     assert_eq!(arenas[1], vec![0; 8]);
+    // Prefetches have no alignment rule: a range starting off a multiple of its length is
+    // reported by where it ends.
+    let mut b = KernelBuilder::new("ahead8", [8, 1, 1], 1);
+    let px = b.param("x", Scalar::U32, Access::Read);
+    let t = b.special(Special::LocalX);
+    let (four, eight) = (b.u32(4), b.u32(8));
+    let at = b.mul(t, four);
+    b.prefetch(px, at, eight);
+    let k = b.finish();
+    let mut arenas = vec![vec![1; 16]];
+    let f = run(&k, [1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert!(
+        f.detail
+            .contains("prefetch of param 0 `x` at index 12 (x8) is outside its 16 elements"),
+        "{}",
+        f.detail
+    );
 }
 
 #[test]
