@@ -1,5 +1,5 @@
 //! Every kernel of the tiny llama and qwen2 models (decode and a 4-token prefill chunk, two
-//! rows, a 16-position cache), lowered for 32-wide subgroups as `poot-compile` lowers them,
+//! rows, a 300-position cache, so attention splits in three), lowered for 32-wide subgroups as `poot-compile` lowers them,
 //! rendered for `vulkan12()` (native subgroups) and `lavapipe()` (the shared-memory fallback),
 //! must pass spirv-val (when present) and naga. No goldens: `snapshots/ptx` already shows these
 //! kernels, and the renderer's own goldens cover the instructions.
@@ -16,7 +16,7 @@ use poot_kir::Kernel;
 /// The distinct kernels of one family's decode and prefill steps, by name.
 fn kernels(family: Family) -> Vec<Kernel> {
     let model = tiny_model(family, 7).unwrap();
-    let (rows, cap) = (2, 16);
+    let (rows, cap) = (2, 300);
     let mut tables = Tables::new(cap);
     let mut out: Vec<Kernel> = Vec::new();
     for step in [

@@ -1,5 +1,6 @@
 //! Golden text of every kernel of the tiny llama and qwen2 bundles (decode and a prefill
-//! chunk), for each code target a bundle can carry, from one compile per family:
+//! chunk, a 300-position cache so attention splits in three), for each code target a bundle
+//! can carry, from one compile per family:
 //! - PTX for sm_90 in `snapshots/ptx/`, beside the renderer's own goldens, where
 //!   `codegen-ptx/tests/ptxas.rs` assembles each one with `ptxas -arch=sm_90`;
 //! - disassembled SPIR-V in `snapshots/spirv/` for `spirv` (portable, subgroups emulated in
@@ -34,7 +35,7 @@ fn golden_text(target: Target, code: &[u8]) -> (&'static str, &'static str, Stri
 fn goldens(family: Family) {
     let model = tiny_model(family, 7).unwrap();
     let opts = CompileOptions {
-        cap: 16,
+        cap: 300,
         rows: 2,
         prefill_chunks: vec![4],
         targets: vec![

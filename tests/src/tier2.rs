@@ -124,10 +124,12 @@ pub fn tiny_bundle(
 
 /// Tier 2 for every entry of the tiny `family` bundle on `engine`: three random trials each
 /// (random tokens, positions and cache contents), every output and state compared. The cache
-/// of 80 positions splits attention in three (32, 32, 16), so the last split to finish
-/// combines them.
+/// of 300 positions splits attention in three (128, 128, 44 positions with 32-wide
+/// subgroups): the first trial's positions lie in the first split (one work-group per head
+/// writes the output), the last trial's in the last (every split live, the last to finish
+/// combines them), the middle trial's anywhere.
 pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target) {
-    let (cap, rows) = (80, 2);
+    let (cap, rows) = (300, 2);
     let (model, bundle) = tiny_bundle(family, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
     let rel = Tolerance::derive(model.spec.d_ff.max(cap), 4 * model.spec.n_layers + 2);
@@ -149,7 +151,11 @@ pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target
                 let data: Vec<i32> = (0..n)
                     .map(|_| match k {
                         SlotKind::Token => rng.below(model.spec.vocab) as i32,
-                        SlotKind::Pos => rng.below(cap - tokens + 1) as i32,
+                        SlotKind::Pos => match trial {
+                            0 => rng.below(100) as i32,
+                            1 => rng.below(cap - tokens + 1) as i32,
+                            _ => (cap - tokens - rng.below(8)) as i32,
+                        },
                         _ => rng.below(tokens) as i32,
                     })
                     .collect();
@@ -196,14 +202,16 @@ pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target
 }
 
 /// Capture versus eager on one device: `steps` decode steps replayed and the same steps
-/// launched eagerly read back identical bytes and leave identical state, bit for bit.
+/// launched eagerly read back identical bytes and leave identical state, bit for bit. The
+/// steps start at position `128 - steps / 2` of an empty cache of 256, so they cross from one
+/// attention split into two.
 pub fn capture_vs_eager<D: Device>(
     mut engine: Engine<D>,
     family: Family,
     target: Target,
     steps: usize,
 ) {
-    let (cap, rows) = (128, 2);
+    let (cap, rows) = (256, 2);
     let (_, bundle) = tiny_bundle(family, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
     let key = bundle
@@ -225,7 +233,8 @@ pub fn capture_vs_eager<D: Device>(
         engine.reset_state().expect("reset");
         let mut outs = Vec::new();
         let mut tok = vec![3i32, 7];
-        for pos in 0..steps {
+        let start = 128 - steps / 2;
+        for pos in start..start + steps {
             let slots = vec![
                 (BSlot::Token, tok.clone()),
                 (BSlot::Pos, vec![pos as i32; rows]),

@@ -18,7 +18,7 @@ use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use super::kernels::{Launch, launch};
 use crate::Result;
 use cranelift_entity::SecondaryMap;
-use poot_ir::{Op, Value};
+use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
@@ -30,6 +30,41 @@ pub struct KvWrite {
     pub v: Value,
     /// The position slot.
     pub start: Value,
+}
+
+/// Subgroups per attention work-group. A split covers one cache position per thread, so a
+/// split is `ATT_WARPS * sub` positions: a decode step whose visible prefix fits one split
+/// runs as one work-group per head with no combine.
+pub(super) const ATT_WARPS: usize = 4;
+
+/// A causal mask `iota(c) <= bound` (or `<`): a (row, token) sees exactly positions
+/// `0 .. end`, with `end` computed from `bound` alone.
+pub struct Prefix {
+    /// The bound, of size 1 along the cache axis.
+    bound: Value,
+    /// `<=` (the bound itself is visible) rather than `<`.
+    inclusive: bool,
+}
+
+/// The prefix form of `mask`, if it is a comparison of an `i32` iota along the cache axis
+/// with an `i32` bound constant along it.
+pub fn match_prefix(g: &poot_ir::Graph, mask: Value) -> Option<Prefix> {
+    let Op::Compare(op) = g.nodes[mask].op else {
+        return None;
+    };
+    let inclusive = match op {
+        IrCmp::Le => true,
+        IrCmp::Lt => false,
+        IrCmp::Eq => return None,
+    };
+    let [key, bound] = g.nodes[mask].args[..] else {
+        return None;
+    };
+    let (kt, bt) = (g.ty(key), g.ty(bound));
+    let along = matches!(g.nodes[key].op, Op::Iota { axis } if axis + 1 == kt.shape.0.len());
+    let flat = bt.shape.0.last().is_none_or(|&n| n == 1);
+    (along && flat && kt.dtype == DType::I32 && bt.dtype == DType::I32)
+        .then_some(Prefix { bound, inclusive })
 }
 
 /// The cache update of attention `a` that can be fused into it: both caches it reads are
@@ -80,12 +115,13 @@ fn dot_q(e: &mut Emit, qs: Mem, keys: &[Val]) -> Val {
 }
 
 /// Attention, split over the cache: each work-group computes, for one (row, token, head) and
-/// one chunk of cache positions, the chunk's max score, sum of exponentials and unnormalised
-/// output, and the last chunk of a (row, token, head) to finish combines them into `root`.
-/// Scores are lane-per-position; the weighted sum of values is lane-per-dimension over the
-/// chunk's visible prefix only. Every key and value load is issued before the queries are
-/// computed, so the kernel waits for memory about once before the combine. One subgroup per
-/// work-group.
+/// one split of `ATT_WARPS * sub` cache positions (one per thread), the split's max score,
+/// sum of exponentials and unnormalised output. Each subgroup mixes the values of its own
+/// positions lane-per-dimension over their visible prefix, and the work-group sums the
+/// subgroups' mixes in shared memory. Every key and value load is issued before the queries
+/// are computed, so the kernel waits for memory about once before the mix. With a causal
+/// prefix mask, the splits past the prefix do nothing and a prefix inside one split is
+/// written straight to `root`; otherwise the last split to finish combines the records.
 pub fn attention(
     e: &mut Emit,
     root: Value,
@@ -98,43 +134,176 @@ pub fn attention(
     let kd = g.ty(a.k).shape.0.clone();
     let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
     let (c, groups) = (kd[1], kd[2]);
-    let per = h / groups;
-    let subn = sub as usize;
-    let chunk = subn;
+    let chunk = ATT_WARPS * sub as usize;
     let splits = c.div_ceil(chunk);
-    let cache = if write.is_some() {
-        Access::ReadWrite
-    } else {
-        Access::Read
-    };
-    let km = e.buffer(a.k, cache)?;
-    let vm = e.buffer(a.v, cache)?;
-    let part = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::ReadWrite);
-    let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
-    let ps = e.kb.shared(Scalar::F32, chunk as u32);
+    let rec = d + 2;
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
-    let lane = e.kb.special(Special::LocalX);
     let hv = e.u(h);
     let th = e.u(t * h);
     let ri = e.kb.bin(BinOp::Div, rth, th);
     let rem = e.kb.bin(BinOp::Rem, rth, th);
     let ti = e.kb.bin(BinOp::Div, rem, hv);
     let hi = e.kb.bin(BinOp::Rem, rem, hv);
+    let prefix = match_prefix(g, a.mask);
+    let n_live = match (&prefix, splits) {
+        (Some(p), 2..) => Some(live_splits(e, p, [ri, hi, ti], c, chunk)?),
+        _ => None,
+    };
+    let mode = match n_live {
+        _ if splits == 1 => Mode::Direct,
+        None => Mode::Records,
+        Some(n) => {
+            let one = e.u(1);
+            Mode::Either(e.kb.cmp(CmpOp::Eq, n, one), e.kb.cmp(CmpOp::Gt, n, one))
+        }
+    };
+    let s = Split {
+        a,
+        write,
+        root,
+        dims: [d, c, groups, h / groups],
+        sub,
+        splits,
+        at: [ri, ti, hi, rth, split],
+        n_live,
+        mode,
+    };
+    match n_live {
+        Some(n) => {
+            let active = e.kb.cmp(CmpOp::Lt, split, n);
+            e.when(active, |e| split_body(e, &s))?;
+        }
+        None => split_body(e, &s)?,
+    }
+    let rows = r * t * h;
+    let mut l = launch(
+        [rows, splits, 1],
+        8 * r * c * groups * d + 4 * rows * splits * rec,
+    );
+    if splits > 1 {
+        l.scratch = vec![(4 * rows * splits * rec) as u64];
+        l.counters = rows;
+    }
+    Ok(l)
+}
+
+/// How a split's result leaves it: straight to the output (the only split that sees a
+/// position), as a record for the combine, or either by the runtime conditions (single,
+/// several).
+#[derive(Clone, Copy)]
+enum Mode {
+    Direct,
+    Records,
+    Either(Val, Val),
+}
+
+impl Mode {
+    /// Runs `f` where the result leaves `direct`ly (or as records when not).
+    fn run(
+        self,
+        e: &mut Emit,
+        direct: bool,
+        f: impl FnOnce(&mut Emit) -> Result<()>,
+    ) -> Result<()> {
+        match (self, direct) {
+            (Mode::Direct, true) | (Mode::Records, false) => f(e),
+            (Mode::Direct, false) | (Mode::Records, true) => Ok(()),
+            (Mode::Either(single, _), true) => e.when(single, f),
+            (Mode::Either(_, several), false) => e.when(several, f),
+        }
+    }
+}
+
+/// What one split's work-group needs.
+struct Split<'a> {
+    a: &'a super::place::Attention,
+    write: Option<&'a KvWrite>,
+    root: Value,
+    /// Head size, cache positions, K/V groups, query heads per group.
+    dims: [usize; 4],
+    sub: u32,
+    splits: usize,
+    /// Row, token, head, flat (row, token, head) and split indices.
+    at: [Val; 5],
+    /// The splits that see a position, where the mask is a causal prefix.
+    n_live: Option<Val>,
+    mode: Mode,
+}
+
+/// The number of splits of `chunk` positions holding a position of `p`'s prefix for (row,
+/// head, token) `rht`: at least one, so a row that sees nothing still gets its (NaN) result.
+fn live_splits(e: &mut Emit, p: &Prefix, rht: [Val; 3], c: usize, chunk: usize) -> Result<Val> {
+    let zero = e.u(0);
+    let idx = e.broadcast_idx(p.bound, 4, &[rht[0], rht[1], rht[2], zero]);
+    let b = e.value(p.bound, &idx)?;
+    let top = e.kb.i32(c as i32 - i32::from(p.inclusive));
+    let b = e.kb.bin(BinOp::Min, b, top);
+    let one = e.kb.i32(1);
+    let end = if p.inclusive { e.kb.add(b, one) } else { b };
+    let end = e.kb.bin(BinOp::Max, end, one);
+    let end = e.kb.bitcast(end, Scalar::U32);
+    let round = e.u(chunk - 1);
+    let x = e.kb.add(end, round);
+    let cv = e.u(chunk);
+    Ok(e.kb.bin(BinOp::Div, x, cv))
+}
+
+/// Runs `f` on each dimension `dd < d` spread over `span` threads from `local`.
+fn per_dim(
+    e: &mut Emit,
+    local: Val,
+    d: usize,
+    span: usize,
+    mut f: impl FnMut(&mut Emit, Val) -> Result<()>,
+) -> Result<()> {
+    let dv = e.u(d);
+    for i in 0..d.div_ceil(span) {
+        let off = e.u(i * span);
+        let dd = e.kb.add(local, off);
+        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
+        e.when_unless(d.is_multiple_of(span), ok, |e| f(e, dd))?;
+    }
+    Ok(())
+}
+
+/// One split's work-group: scores, softmax statistics, the mix, and its result.
+fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
+    let [d, c, groups, per] = s.dims;
+    let [ri, ti, hi, rth, split] = s.at;
+    let subn = s.sub as usize;
+    let span = ATT_WARPS * subn;
+    let a = s.a;
+    let cache = if s.write.is_some() {
+        Access::ReadWrite
+    } else {
+        Access::Read
+    };
+    let km = e.buffer(a.k, cache)?;
+    let vm = e.buffer(a.v, cache)?;
+    let local = e.kb.special(Special::LocalX);
+    let lane = e.kb.special(Special::Lane);
+    let subv = e.u(subn);
+    let warp = e.kb.bin(BinOp::Div, local, subv);
+    let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
+    let ps = e.kb.shared(Scalar::F32, span as u32);
+    let maxes = e.kb.shared(Scalar::F32, ATT_WARPS as u32);
+    let sums = e.kb.shared(Scalar::F32, ATT_WARPS as u32);
+    let mixes = e.kb.shared(Scalar::F32, (ATT_WARPS * d) as u32);
     let perv = e.u(per);
     let gi = e.kb.bin(BinOp::Div, hi, perv);
     let dv = e.u(d);
-    // Every lane has a dimension in every round: the per-dimension work needs no branch, so
-    // its loads can issue together with the cache loads before it.
-    let all_dims = d.is_multiple_of(subn);
-    let chunk_v = e.u(chunk);
-    let c0 = e.kb.mul(split, chunk_v);
+    let span_v = e.u(span);
+    let c0 = e.kb.mul(split, span_v);
+    let wbase = e.kb.mul(warp, subv);
+    let w0 = e.kb.add(c0, wbase);
     let scale = e.kb.f32(a.scale);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let zero = e.kb.f32(0.0);
     let cv = e.u(c);
     let gv = e.u(groups);
     let zero_u = e.u(0);
+    let one = e.u(1);
     let row_of = |e: &mut Emit, ci: Val| {
         let x = e.kb.mul(ri, cv);
         let x = e.kb.add(x, ci);
@@ -142,25 +311,24 @@ pub fn attention(
         let x = e.kb.add(x, gi);
         e.kb.mul(x, dv)
     };
-    // This lane's position, whether the mask shows it, and the chunk's visible prefix
-    // c0 .. end (the whole visible part for a causal mask).
-    let cc = e.kb.add(c0, lane);
+    // This thread's position, whether the mask shows it, and its subgroup's visible prefix
+    // w0 .. end (the whole visible part of the subgroup's positions for a causal mask).
+    let cc = e.kb.add(c0, local);
     let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
     let last = e.u(c - 1);
     let ci = e.kb.bin(BinOp::Min, cc, last);
     let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
     let visible = e.value(a.mask, &mi)?;
     let live = e.kb.bin(BinOp::And, inside, visible);
-    let one = e.u(1);
     let next = e.kb.add(cc, one);
     let mine = e.kb.select(live, next, zero_u);
     let end = e.kb.subgroup_reduce(ReduceOp::Max, mine);
-    let has = e.kb.cmp(CmpOp::Gt, end, c0);
-    let span = e.kb.sub(end, c0);
-    let count = e.kb.select(has, span, zero_u);
+    let has = e.kb.cmp(CmpOp::Gt, end, w0);
+    let seen = e.kb.sub(end, w0);
+    let count = e.kb.select(has, seen, zero_u);
     // Every key and value load is issued before the queries are ready, without branches: a
-    // hidden position reads position 0's row instead (one hot row, never used), so a chunk
-    // with nothing visible costs no memory traffic beyond that row.
+    // hidden position reads position 0's row instead (one hot row, never used), so a
+    // subgroup with nothing visible costs no memory traffic beyond that row.
     let kpos = e.kb.select(live, ci, zero_u);
     let kbase = row_of(e, kpos);
     let kl = if d.is_multiple_of(4) { 4 } else { 1 };
@@ -178,8 +346,8 @@ pub fn attention(
         }
     }
     // Values, lane-per-dimension: `w` consecutive dimensions per lane (2-lane loads when the
-    // head splits evenly), `rounds` rounds of dimensions, the chunk's positions clamped to its
-    // visible prefix.
+    // head splits evenly), `rounds` rounds of dimensions, the subgroup's positions clamped to
+    // its visible prefix.
     let w = if d % (2 * subn) == 0 { 2 } else { 1 };
     let rounds = d.div_ceil(subn * w);
     let wv = e.u(w);
@@ -187,11 +355,11 @@ pub fn attention(
     let last_dim = e.u(d - w);
     let last_seen = e.kb.sub(count, one);
     let last_seen = e.kb.select(has, last_seen, zero_u);
-    let rows_at: Vec<(Val, Val)> = (0..chunk)
+    let rows_at: Vec<(Val, Val)> = (0..subn)
         .map(|u| {
             let uv = e.u(u);
             let pu = e.kb.bin(BinOp::Min, uv, last_seen);
-            let pos = e.kb.add(c0, pu);
+            let pos = e.kb.add(w0, pu);
             let pos = e.kb.select(has, pos, zero_u);
             (pos, row_of(e, pos))
         })
@@ -218,11 +386,11 @@ pub fn attention(
     // query head of the group, in the split holding the new position, stores them to the
     // cache. Readers of that position take them from shared memory, never from the cache row
     // being written.
-    let fresh = match write {
+    let fresh = match s.write {
         None => None,
         Some(wr) => {
-            let s = e.value(wr.start, &[ri])?;
-            let su = e.kb.bitcast(s, Scalar::U32);
+            let st = e.value(wr.start, &[ri])?;
+            let su = e.kb.bitcast(st, Scalar::U32);
             let room = e.u(c - 1);
             let bad = e.kb.cmp(CmpOp::Gt, su, room);
             e.when(bad, |e| {
@@ -234,42 +402,32 @@ pub fn attention(
             let vs = e.kb.shared(Scalar::F32, d.next_multiple_of(2) as u32);
             let lead = e.kb.bin(BinOp::Rem, hi, perv);
             let lead = e.kb.cmp(CmpOp::Eq, lead, zero_u);
-            let home = e.kb.bin(BinOp::Div, at, chunk_v);
+            let home = e.kb.bin(BinOp::Div, at, span_v);
             let home = e.kb.cmp(CmpOp::Eq, home, split);
             let writer = e.kb.bin(BinOp::And, lead, home);
             let base = row_of(e, at);
-            for i in 0..d.div_ceil(subn) {
-                let off = e.u(i * subn);
-                let dd = e.kb.add(lane, off);
-                let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
-                e.when_unless(all_dims, ok, |e| {
-                    let idx = [ri, zero_u, gi, dd];
-                    let kx = e.value(wr.k, &idx)?;
-                    let vx = e.value(wr.v, &idx)?;
-                    e.kb.store(ks, dd, kx);
-                    e.kb.store(vs, dd, vx);
-                    e.when(writer, |e| {
-                        let to = e.kb.add(base, dd);
-                        e.kb.store(km, to, kx);
-                        e.kb.store(vm, to, vx);
-                        Ok(())
-                    })
-                })?;
-            }
+            per_dim(e, local, d, span, |e, dd| {
+                let idx = [ri, zero_u, gi, dd];
+                let kx = e.value(wr.k, &idx)?;
+                let vx = e.value(wr.v, &idx)?;
+                e.kb.store(ks, dd, kx);
+                e.kb.store(vs, dd, vx);
+                e.when(writer, |e| {
+                    let to = e.kb.add(base, dd);
+                    e.kb.store(km, to, kx);
+                    e.kb.store(vm, to, vx);
+                    Ok(())
+                })
+            })?;
             Some((at, ks, vs))
         }
     };
     // Queries into shared memory, computed once per work-group.
-    for i in 0..d.div_ceil(subn) {
-        let off = e.u(i * subn);
-        let dd = e.kb.add(lane, off);
-        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
-        e.when_unless(all_dims, ok, |e| {
-            let q = e.value(a.q, &[ri, ti, hi, dd])?;
-            e.kb.store(qs, dd, q);
-            Ok(())
-        })?;
-    }
+    per_dim(e, local, d, span, |e, dd| {
+        let q = e.value(a.q, &[ri, ti, hi, dd])?;
+        e.kb.store(qs, dd, q);
+        Ok(())
+    })?;
     e.kb.barrier();
     // The new position's key from shared memory.
     let keys = match fresh {
@@ -288,35 +446,42 @@ pub fn attention(
     let dot = dot_q(e, qs, &keys);
     let sc = e.kb.mul(dot, scale);
     let sc = e.kb.select(live, sc, ninf);
-    let m = e.kb.subgroup_reduce(ReduceOp::Max, sc);
+    // The split's maximum and sum of exponentials: each subgroup's, then the work-group's.
+    let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+    let m_sub = e.kb.subgroup_reduce(ReduceOp::Max, sc);
+    e.when(first, |e| {
+        e.kb.store(maxes, warp, m_sub);
+        Ok(())
+    })?;
+    e.kb.barrier();
+    let mut m = ninf;
+    for i in 0..ATT_WARPS {
+        let iv = e.u(i);
+        let x = e.kb.load(maxes, iv, 1);
+        m = e.kb.bin(BinOp::Max, m, x);
+    }
     let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
     let safe_m = e.kb.select(empty, zero, m);
     let x = e.kb.sub(sc, safe_m);
     let p = e.kb.un(UnOp::Exp, x);
-    e.kb.store(ps, lane, p);
-    let l = e.kb.subgroup_reduce(ReduceOp::Add, p);
-    e.kb.barrier();
-    let rec = d + 2;
-    let recv = e.u(rec);
-    let splits_v = e.u(splits);
-    let slot = e.kb.mul(rth, splits_v);
-    let slot = e.kb.add(slot, split);
-    let pbase = e.kb.mul(slot, recv);
-    let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+    e.kb.store(ps, local, p);
+    let l_sub = e.kb.subgroup_reduce(ReduceOp::Add, p);
     e.when(first, |e| {
-        e.kb.store(part, pbase, m);
-        let at = e.kb.add(pbase, one);
-        e.kb.store(part, at, l);
+        e.kb.store(sums, warp, l_sub);
         Ok(())
     })?;
-    // The weighted sum over the visible prefix, two accumulators per dimension.
-    let weights: Vec<(Val, Val)> = (0..chunk)
+    e.kb.barrier();
+    // The subgroup's weighted sum over its visible prefix, two accumulators per dimension,
+    // into its row of `mixes`.
+    let weights: Vec<(Val, Val)> = (0..subn)
         .map(|u| {
             let uv = e.u(u);
             let ok = e.kb.cmp(CmpOp::Lt, uv, count);
-            (e.kb.load(ps, uv, 1), ok)
+            let at = e.kb.add(wbase, uv);
+            (e.kb.load(ps, at, 1), ok)
         })
         .collect();
+    let mix_row = e.kb.mul(warp, dv);
     for ((dd, ok), row) in dims.into_iter().zip(values) {
         let mut acc = vec![zero; 2 * w];
         // The new position's value components (from shared memory), where fused.
@@ -354,78 +519,136 @@ pub fn attention(
         e.when(ok, |e| {
             for comp in 0..w {
                 let o = e.kb.add(acc[2 * comp], acc[2 * comp + 1]);
-                let off = e.u(2 + comp);
-                let at = e.kb.add(pbase, off);
-                let at = e.kb.add(at, dd);
-                e.kb.store(part, at, o);
+                let off = e.u(comp);
+                let at = e.kb.add(mix_row, dd);
+                let at = e.kb.add(at, off);
+                e.kb.store(mixes, at, o);
             }
             Ok(())
         })?;
     }
-    // The last split of this (row, token, head) to finish combines the records.
-    let last = if splits == 1 {
-        e.kb.bool(true)
-    } else {
+    e.kb.barrier();
+    // The work-group's sum of the subgroups' mixes: the output, or this split's record.
+    let mut l = zero;
+    for i in 0..ATT_WARPS {
+        let iv = e.u(i);
+        let x = e.kb.load(sums, iv, 1);
+        l = e.kb.add(l, x);
+    }
+    let out = e.buffer(s.root, Access::Write)?;
+    let records = !matches!(s.mode, Mode::Direct);
+    let part = records.then(|| e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::ReadWrite));
+    let recv = e.u(d + 2);
+    let splits_v = e.u(s.splits);
+    let slot = e.kb.mul(rth, splits_v);
+    let slot = e.kb.add(slot, split);
+    let pbase = e.kb.mul(slot, recv);
+    let dst = e.kb.mul(rth, dv);
+    let two = e.u(2);
+    per_dim(e, local, d, span, |e, dd| {
+        let mut o = zero;
+        for i in 0..ATT_WARPS {
+            let row = e.u(i * d);
+            let at = e.kb.add(row, dd);
+            let x = e.kb.load(mixes, at, 1);
+            o = e.kb.add(o, x);
+        }
+        s.mode.run(e, true, |e| {
+            let y = e.kb.bin(BinOp::Div, o, l);
+            let at = e.kb.add(dst, dd);
+            e.kb.store(out, at, y);
+            Ok(())
+        })?;
+        match part {
+            Some(part) => s.mode.run(e, false, |e| {
+                let at = e.kb.add(pbase, two);
+                let at = e.kb.add(at, dd);
+                e.kb.store(part, at, o);
+                Ok(())
+            }),
+            None => Ok(()),
+        }
+    })?;
+    let Some(part) = part else {
+        return Ok(());
+    };
+    let lead = e.kb.cmp(CmpOp::Eq, local, zero_u);
+    s.mode.run(e, false, |e| {
+        e.when(lead, |e| {
+            e.kb.store(part, pbase, m);
+            let at = e.kb.add(pbase, one);
+            e.kb.store(part, at, l);
+            Ok(())
+        })?;
+        // The last split of this (row, token, head) to finish combines the records.
         let counters = e.mem(Buf::Counters, Scalar::U32, Access::ReadWrite);
-        let seen = e.kb.shared(Scalar::U32, 1);
+        let arrived_at = e.kb.shared(Scalar::U32, 1);
         e.kb.fence();
         e.kb.barrier();
-        e.when(first, |e| {
-            let one = e.u(1);
+        e.when(lead, |e| {
             let old = e.kb.atomic_fetch(ReduceOp::Add, counters, rth, one);
-            e.kb.store(seen, zero_u, old);
+            e.kb.store(arrived_at, zero_u, old);
             Ok(())
         })?;
         e.kb.barrier();
-        let arrived = e.kb.load(seen, zero_u, 1);
-        let before_last = e.u(splits - 1);
-        e.kb.cmp(CmpOp::Eq, arrived, before_last)
-    };
-    e.when(last, |e| {
-        if splits > 1 {
+        let arrived = e.kb.load(arrived_at, zero_u, 1);
+        let n = match s.n_live {
+            Some(n) => n,
+            None => e.u(s.splits),
+        };
+        let before_last = e.kb.sub(n, one);
+        let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
+        e.when(last, |e| {
             e.kb.fence();
-        }
-        combine(e, root, part, rth, splits, sub)?;
-        if splits > 1 {
-            let counters = e.mem(Buf::Counters, Scalar::U32, Access::ReadWrite);
-            e.when(first, |e| {
+            combine(e, out, part, rth, [d, s.splits, span], s.n_live)?;
+            e.when(lead, |e| {
                 e.kb.atomic(ReduceOp::Min, counters, rth, zero_u);
                 Ok(())
-            })?;
-        }
-        Ok(())
-    })?;
-    let rows = r * t * h;
-    let mut l = launch(
-        [rows, splits, 1],
-        8 * r * c * groups * d + 4 * rows * splits * rec,
-    );
-    l.scratch = vec![(4 * rows * splits * rec) as u64];
-    l.counters = if splits > 1 { rows } else { 0 };
-    Ok(l)
+            })
+        })
+    })
 }
 
-/// Combines the `splits` records of (row, token, head) `rth` in `part` into `root`'s
-/// `[r, t, h, d]` output.
-fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u32) -> Result<()> {
-    let d = e.g.ty(root).shape.last();
-    let out = e.buffer(root, Access::Write)?;
-    let lane = e.kb.special(Special::LocalX);
+/// Combines the records of (row, token, head) `rth` in `part` into `out` (`[r, t, h, d]`):
+/// `splits` records, of which the first `n_live` were written this step where given; one
+/// dimension per thread of `span`.
+fn combine(
+    e: &mut Emit,
+    out: Mem,
+    part: Mem,
+    rth: Val,
+    [d, splits, span]: [usize; 3],
+    n_live: Option<Val>,
+) -> Result<()> {
+    let local = e.kb.special(Special::LocalX);
     let rec = e.u(d + 2);
     let splits_v = e.u(splits);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let zero = e.kb.f32(0.0);
+    let one = e.u(1);
     let slot0 = e.kb.mul(rth, splits_v);
-    // Every split's (m, l) loaded at once (the split count is known), then the maximum.
+    let last_live = n_live.map(|n| e.kb.sub(n, one));
+    // Every split's (m, l) loaded at once (the split count is known), then the maximum; a
+    // split past the live ones reads the last live record and counts as empty.
     let mut ms = Vec::with_capacity(splits);
     let mut ls = Vec::with_capacity(splits);
     let mut bases = Vec::with_capacity(splits);
     for s_ in 0..splits {
         let sv = e.u(s_);
+        let (sv, fresh) = match last_live {
+            Some(ll) => {
+                let fresh = e.kb.cmp(CmpOp::Le, sv, ll);
+                (e.kb.bin(BinOp::Min, sv, ll), Some(fresh))
+            }
+            None => (sv, None),
+        };
         let slot = e.kb.add(slot0, sv);
         let at = e.kb.mul(slot, rec);
         let m = e.kb.load(part, at, 1);
-        let one = e.u(1);
+        let m = match fresh {
+            Some(f) => e.kb.select(f, m, ninf),
+            None => m,
+        };
         let at1 = e.kb.add(at, one);
         ls.push(e.kb.load(part, at1, 1));
         ms.push(m);
@@ -442,18 +665,19 @@ fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u
         let x = e.kb.sub(m, big);
         let w = e.kb.un(UnOp::Exp, x);
         let w = e.kb.select(live, w, zero);
-        total = e.kb.fma(l, w, total);
-        weights.push(w);
+        let t = e.kb.fma(l, w, total);
+        total = e.kb.select(live, t, total);
+        weights.push((w, live));
     }
-    // Lane-per-dimension, the rounds of dimensions straight-line (indices clamped, stores
+    // A dimension per thread, the rounds of dimensions straight-line (indices clamped, stores
     // guarded), so the records' loads can issue with the (m, l) loads above.
     let dv = e.u(d);
     let last_dim = e.u(d - 1);
     let two = e.u(2);
     let dstb = e.kb.mul(rth, dv);
-    for i in 0..d.div_ceil(sub as usize) {
-        let off = e.u(i * sub as usize);
-        let dd = e.kb.add(lane, off);
+    for i in 0..d.div_ceil(span) {
+        let off = e.u(i * span);
+        let dd = e.kb.add(local, off);
         let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
         let dd = e.kb.bin(BinOp::Min, dd, last_dim);
         let loads: Vec<Val> = bases
@@ -465,8 +689,9 @@ fn combine(e: &mut Emit, root: Value, part: Mem, rth: Val, splits: usize, sub: u
             })
             .collect();
         let mut o = zero;
-        for (os, &w) in loads.into_iter().zip(&weights) {
-            o = e.kb.fma(os, w, o);
+        for (os, &(w, live)) in loads.into_iter().zip(&weights) {
+            let f = e.kb.fma(os, w, o);
+            o = e.kb.select(live, f, o);
         }
         let y = e.kb.bin(BinOp::Div, o, total);
         let at = e.kb.add(dstb, dd);

@@ -197,9 +197,13 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                 }
                 Op::AttnMix => {
                     let (a, w) = &attns[&v];
-                    b.emit(g, &pl, "attention", sub, |e| {
-                        attention::attention(e, v, a, w.as_ref(), sub)
-                    })?
+                    b.emit(
+                        g,
+                        &pl,
+                        "attention",
+                        attention::ATT_WARPS as u32 * sub,
+                        |e| attention::attention(e, v, a, w.as_ref(), sub),
+                    )?
                 }
                 Op::Unary(_)
                 | Op::Binary(_)
