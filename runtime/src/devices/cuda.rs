@@ -8,6 +8,12 @@
 //! their addresses never do). A failed launch or synchronize carries CUDA's error name; the
 //! errors CUDA makes sticky (illegal address, launch failure, a kernel `trap`) are `Lost`,
 //! which poisons the engine.
+//!
+//! A step touches host memory only through pinned buffers, so it costs one launch and one
+//! synchronize: the readback arena is mapped host memory the kernels write directly (read
+//! after a synchronize, never through a copy), and slot writes land in a pinned copy of the
+//! slot arena whose changed range is uploaded by one asynchronous copy ahead of the next
+//! replay or launch. While that upload may be running, the pinned copy is not written.
 
 use crate::device::{Device, arena_index, arena_sizes};
 use crate::error::DeviceError;
@@ -22,6 +28,13 @@ pub struct CudaDevice {
     ctx: sys::CUcontext,
     stream: sys::CUstream,
     arenas: [(sys::CUdeviceptr, u64); 5],
+    /// The readback arena's host address (mapped: `arenas` holds its device address).
+    readback: *mut u8,
+    /// The pinned copy of the slot arena, the range of it not yet uploaded, and whether an
+    /// upload may still be running.
+    slots: *mut u8,
+    dirty: Option<(u64, u64)>,
+    uploading: bool,
     name: String,
     sm: u32,
     modules: Vec<sys::CUmodule>,
@@ -103,6 +116,10 @@ impl CudaDevice {
             ctx,
             stream,
             arenas: [(0, 0); 5],
+            readback: std::ptr::null_mut(),
+            slots: std::ptr::null_mut(),
+            dirty: None,
+            uploading: false,
             name,
             sm: (major * 10 + minor) as u32,
             modules: Vec::new(),
@@ -117,6 +134,38 @@ impl CudaDevice {
             )));
         }
         Ok(base + offset)
+    }
+
+    /// Pinned host memory of `bytes` bytes (zeroed), mapped into the device when `mapped`.
+    fn pinned(bytes: usize, mapped: bool) -> Result<*mut u8, DeviceError> {
+        let flags = if mapped {
+            sys::CU_MEMHOSTALLOC_DEVICEMAP
+        } else {
+            0
+        };
+        // SAFETY: a plain allocation, zeroed before use.
+        let p = unsafe { result::malloc_host(bytes, flags) }
+            .map_err(|e| convert("cuMemHostAlloc", e))? as *mut u8;
+        // SAFETY: `p` holds `bytes` bytes.
+        unsafe { std::ptr::write_bytes(p, 0, bytes) };
+        Ok(p)
+    }
+
+    /// Uploads the slot range written since the last upload, asynchronously on our stream.
+    fn upload_slots(&mut self) -> Result<(), DeviceError> {
+        let Some((lo, hi)) = self.dirty.take() else {
+            return Ok(());
+        };
+        let dst = self.ptr(Arena::Slots, lo, hi - lo)?;
+        // SAFETY: `lo..hi` lies in the slot arena and its pinned copy; the copy is not written
+        // again before a synchronize (`uploading`).
+        let src =
+            unsafe { std::slice::from_raw_parts(self.slots.add(lo as usize), (hi - lo) as usize) };
+        // SAFETY: as above; pinned memory, so the copy runs asynchronously.
+        unsafe { result::memcpy_htod_async(dst, src, self.stream) }
+            .map_err(|e| convert("cuMemcpyHtoD", e))?;
+        self.uploading = true;
+        Ok(())
     }
 
     fn launch(&self, k: &CudaKernel, d: &Dispatch) -> Result<(), DeviceError> {
@@ -256,10 +305,27 @@ impl Device for CudaDevice {
         self.free();
         for (i, size) in arena_sizes(s).into_iter().enumerate() {
             let bytes = size.max(256) as usize;
-            // SAFETY: a plain allocation, zeroed on our stream before use.
-            let p = unsafe { result::malloc_sync(bytes) }.map_err(|e| convert("cuMemAlloc", e))?;
-            unsafe { result::memset_d8_async(p, 0, bytes, self.stream) }
-                .map_err(|e| convert("cuMemset", e))?;
+            let p = if i == arena_index(Arena::Readback) {
+                self.readback = Self::pinned(bytes, true)?;
+                let mut d = 0;
+                // SAFETY: `readback` was allocated mapped just above.
+                unsafe {
+                    sys::cuMemHostGetDevicePointer_v2(&mut d, self.readback as *mut c_void, 0)
+                }
+                .result()
+                .map_err(|e| convert("cuMemHostGetDevicePointer", e))?;
+                d
+            } else {
+                if i == arena_index(Arena::Slots) {
+                    self.slots = Self::pinned(bytes, false)?;
+                }
+                // SAFETY: a plain allocation, zeroed on our stream before use.
+                let p =
+                    unsafe { result::malloc_sync(bytes) }.map_err(|e| convert("cuMemAlloc", e))?;
+                unsafe { result::memset_d8_async(p, 0, bytes, self.stream) }
+                    .map_err(|e| convert("cuMemset", e))?;
+                p
+            };
             self.arenas[i] = (p, size);
         }
         self.synchronize()
@@ -267,13 +333,42 @@ impl Device for CudaDevice {
 
     fn write(&mut self, arena: Arena, offset: u64, data: &[u8]) -> Result<(), DeviceError> {
         let p = self.ptr(arena, offset, data.len() as u64)?;
-        // SAFETY: `p..p + len` lies in the arena; the copy is synchronous for pageable memory.
-        unsafe { result::memcpy_htod_async(p, data, self.stream) }
-            .map_err(|e| convert("cuMemcpyHtoD", e))
+        let host = match arena {
+            Arena::Slots => self.slots,
+            Arena::Readback => self.readback,
+            _ => {
+                // SAFETY: `p..p + len` lies in the arena; the copy is synchronous for pageable
+                // memory.
+                return unsafe { result::memcpy_htod_async(p, data, self.stream) }
+                    .map_err(|e| convert("cuMemcpyHtoD", e));
+            }
+        };
+        if self.uploading || arena == Arena::Readback {
+            self.synchronize()?;
+        }
+        let (lo, hi) = (offset, offset + data.len() as u64);
+        // SAFETY: `ptr` checked `offset..offset + len` against the arena, whose host copy is
+        // as large, and nothing on the device reads or writes it now (synchronized above).
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), host.add(lo as usize), data.len()) };
+        if arena == Arena::Slots {
+            self.dirty = Some(match self.dirty {
+                Some((a, b)) => (a.min(lo), b.max(hi)),
+                None => (lo, hi),
+            });
+        }
+        Ok(())
     }
 
     fn read(&mut self, arena: Arena, offset: u64, out: &mut [u8]) -> Result<(), DeviceError> {
         let p = self.ptr(arena, offset, out.len() as u64)?;
+        if arena == Arena::Readback {
+            self.synchronize()?;
+            // SAFETY: checked against the arena by `ptr`; the kernels that write it are done.
+            let src = unsafe { self.readback.add(offset as usize) };
+            unsafe { std::ptr::copy_nonoverlapping(src, out.as_mut_ptr(), out.len()) };
+            return Ok(());
+        }
+        self.upload_slots()?;
         // SAFETY: as for `write`; the stream is synchronized before `out` is used.
         unsafe { result::memcpy_dtoh_async(out, p, self.stream) }
             .map_err(|e| convert("cuMemcpyDtoH", e))?;
@@ -284,6 +379,21 @@ impl Device for CudaDevice {
         let (p, size) = self.arenas[arena_index(arena)];
         if size == 0 {
             return Ok(());
+        }
+        match arena {
+            Arena::Readback => {
+                self.synchronize()?;
+                // SAFETY: the whole mapped arena; the kernels that write it are done.
+                unsafe { std::ptr::write_bytes(self.readback, 0, size as usize) };
+                return Ok(());
+            }
+            Arena::Slots => {
+                self.synchronize()?;
+                self.dirty = None;
+                // SAFETY: the whole pinned copy; no upload is running (synchronized above).
+                unsafe { std::ptr::write_bytes(self.slots, 0, size as usize) };
+            }
+            _ => {}
         }
         // SAFETY: the whole arena.
         unsafe { result::memset_d8_async(p, 0, size as usize, self.stream) }
@@ -351,6 +461,7 @@ impl Device for CudaDevice {
     }
 
     fn replay(&mut self, _: &[CudaKernel], rec: &CudaGraph) -> Result<(), DeviceError> {
+        self.upload_slots()?;
         // SAFETY: an instantiated graph on our stream.
         unsafe { result::graph::launch(rec.exec, self.stream) }
             .map_err(|e| convert("cuGraphLaunch", e))
@@ -361,6 +472,7 @@ impl Device for CudaDevice {
         kernels: &[CudaKernel],
         dispatches: &[Dispatch],
     ) -> Result<(), DeviceError> {
+        self.upload_slots()?;
         for d in dispatches {
             let k = kernels
                 .get(d.kernel as usize)
@@ -373,7 +485,9 @@ impl Device for CudaDevice {
     fn synchronize(&mut self) -> Result<(), DeviceError> {
         // SAFETY: our stream.
         unsafe { result::stream::synchronize(self.stream) }
-            .map_err(|e| convert("cuStreamSynchronize", e))
+            .map_err(|e| convert("cuStreamSynchronize", e))?;
+        self.uploading = false;
+        Ok(())
     }
 
     /// The marginal device time of each dispatch inside a captured graph: the graph of the
@@ -386,6 +500,7 @@ impl Device for CudaDevice {
         kernels: &[CudaKernel],
         dispatches: &[Dispatch],
     ) -> Result<Option<Vec<f64>>, DeviceError> {
+        self.upload_slots()?;
         let mut times = Vec::with_capacity(dispatches.len());
         let mut before = 0.0;
         for n in 1..=dispatches.len() {
@@ -406,13 +521,25 @@ impl Device for CudaDevice {
     }
 
     fn free(&mut self) {
-        for (p, _) in &mut self.arenas {
-            if *p != 0 {
+        // SAFETY: our stream; nothing may still use the arenas freed below.
+        unsafe { result::stream::synchronize(self.stream) }.ok();
+        self.uploading = false;
+        let readback = arena_index(Arena::Readback);
+        for (i, (p, _)) in self.arenas.iter_mut().enumerate() {
+            if *p != 0 && i != readback {
                 // SAFETY: allocated by `alloc`, freed once.
                 unsafe { result::free_sync(*p) }.ok();
-                *p = 0;
+            }
+            *p = 0;
+        }
+        for h in [&mut self.readback, &mut self.slots] {
+            if !h.is_null() {
+                // SAFETY: allocated by `pinned`, freed once; the stream is idle.
+                unsafe { result::free_host(*h as *mut c_void) }.ok();
+                *h = std::ptr::null_mut();
             }
         }
+        self.dirty = None;
     }
 }
 
