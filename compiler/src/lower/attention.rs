@@ -2,10 +2,14 @@
 //! the cache, with the combine of the splits done by the last split to finish, and for a
 //! decode step the write of the new K/V rows into the cache.
 //!
-//! Invariants: one subgroup per work-group; a split covers one position per lane; a position
-//! the mask hides reads position 0's row instead of its own (one row every split shares, its
-//! values never used), and the weighted sum runs over the split's visible prefix only, so a
-//! step reads the K/V its position needs, not the whole cache. Each split writes its record
+//! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups); hidden
+//! positions reach the result only through selects (their scores become -inf, their weights
+//! are skipped), never through a multiply, so whatever a hidden cache row holds cannot leak
+//! into it. A step reads the K/V its position needs, not the whole cache: with a causal prefix
+//! mask (or a single split) each thread loads its own position's rows, with no load waiting
+//! for the position slot, and the splits past the prefix load nothing; with any other mask
+//! (every split runs) a hidden position reads position 0's row instead of its own (one row
+//! every split shares). Each split that is not alone writes its record
 //! (max score, sum of exponentials, unnormalised output), fences, and counts itself in its
 //! (row, token, head)'s counter; the split that counts last fences again, weighs each record
 //! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
@@ -146,8 +150,12 @@ pub fn attention(
     let ti = e.kb.bin(BinOp::Div, rem, hv);
     let hi = e.kb.bin(BinOp::Rem, rem, hv);
     let prefix = match_prefix(g, a.mask);
-    let n_live = match (&prefix, splits) {
-        (Some(p), 2..) => Some(live_splits(e, p, [ri, hi, ti], c, chunk)?),
+    let end = match &prefix {
+        Some(p) => Some(prefix_end(e, p, [ri, hi, ti], c)?),
+        None => None,
+    };
+    let n_live = match end {
+        Some(end) if splits > 1 => Some(live_splits(e, end, chunk)),
         _ => None,
     };
     let mode = match n_live {
@@ -166,6 +174,7 @@ pub fn attention(
         sub,
         splits,
         at: [ri, ti, hi, rth, split],
+        end,
         n_live,
         mode,
     };
@@ -226,27 +235,41 @@ struct Split<'a> {
     splits: usize,
     /// Row, token, head, flat (row, token, head) and split indices.
     at: [Val; 5],
-    /// The splits that see a position, where the mask is a causal prefix.
+    /// The end of the visible prefix, where the mask is a causal prefix.
+    end: Option<Val>,
+    /// The splits that see a position, where the mask is a causal prefix and there are
+    /// several splits.
     n_live: Option<Val>,
     mode: Mode,
 }
 
-/// The number of splits of `chunk` positions holding a position of `p`'s prefix for (row,
-/// head, token) `rht`: at least one, so a row that sees nothing still gets its (NaN) result.
-fn live_splits(e: &mut Emit, p: &Prefix, rht: [Val; 3], c: usize, chunk: usize) -> Result<Val> {
+/// The end (`u32`, at most `c`) of `p`'s visible prefix for (row, head, token) `rht`.
+fn prefix_end(e: &mut Emit, p: &Prefix, rht: [Val; 3], c: usize) -> Result<Val> {
     let zero = e.u(0);
     let idx = e.broadcast_idx(p.bound, 4, &[rht[0], rht[1], rht[2], zero]);
     let b = e.value(p.bound, &idx)?;
     let top = e.kb.i32(c as i32 - i32::from(p.inclusive));
     let b = e.kb.bin(BinOp::Min, b, top);
-    let one = e.kb.i32(1);
-    let end = if p.inclusive { e.kb.add(b, one) } else { b };
+    let end = if p.inclusive {
+        let one = e.kb.i32(1);
+        e.kb.add(b, one)
+    } else {
+        b
+    };
+    let none = e.kb.i32(0);
+    let end = e.kb.bin(BinOp::Max, end, none);
+    Ok(e.kb.bitcast(end, Scalar::U32))
+}
+
+/// The number of splits of `chunk` positions holding a position of the prefix ending at
+/// `end`: at least one, so a row that sees nothing still gets its (NaN) result.
+fn live_splits(e: &mut Emit, end: Val, chunk: usize) -> Val {
+    let one = e.u(1);
     let end = e.kb.bin(BinOp::Max, end, one);
-    let end = e.kb.bitcast(end, Scalar::U32);
     let round = e.u(chunk - 1);
     let x = e.kb.add(end, round);
     let cv = e.u(chunk);
-    Ok(e.kb.bin(BinOp::Div, x, cv))
+    e.kb.bin(BinOp::Div, x, cv)
 }
 
 /// Runs `f` on each dimension `dd < d` spread over `span` threads from `local`.
@@ -317,8 +340,13 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let inside = e.kb.cmp(CmpOp::Lt, cc, cv);
     let last = e.u(c - 1);
     let ci = e.kb.bin(BinOp::Min, cc, last);
-    let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
-    let visible = e.value(a.mask, &mi)?;
+    let visible = match s.end {
+        Some(end) => e.kb.cmp(CmpOp::Lt, cc, end),
+        None => {
+            let mi = e.broadcast_idx(a.mask, 4, &[ri, hi, ti, ci]);
+            e.value(a.mask, &mi)?
+        }
+    };
     let live = e.kb.bin(BinOp::And, inside, visible);
     let next = e.kb.add(cc, one);
     let mine = e.kb.select(live, next, zero_u);
@@ -326,10 +354,16 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let has = e.kb.cmp(CmpOp::Gt, end, w0);
     let seen = e.kb.sub(end, w0);
     let count = e.kb.select(has, seen, zero_u);
-    // Every key and value load is issued before the queries are ready, without branches: a
-    // hidden position reads position 0's row instead (one hot row, never used), so a
-    // subgroup with nothing visible costs no memory traffic beyond that row.
-    let kpos = e.kb.select(live, ci, zero_u);
+    // Every key and value load is issued before the queries are ready, without branches. A
+    // thread loads its own position's rows where the live splits are known (no address waits
+    // for the mask); otherwise a hidden position reads position 0's row instead, so a split
+    // with nothing visible costs no memory traffic beyond that row.
+    let own_rows = s.end.is_some() || s.splits == 1;
+    let kpos = if own_rows {
+        ci
+    } else {
+        e.kb.select(live, ci, zero_u)
+    };
     let kbase = row_of(e, kpos);
     let kl = if d.is_multiple_of(4) { 4 } else { 1 };
     let mut keys = Vec::with_capacity(d);
@@ -347,7 +381,7 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     }
     // Values, lane-per-dimension: `w` consecutive dimensions per lane (2-lane loads when the
     // head splits evenly), `rounds` rounds of dimensions, the subgroup's positions clamped to
-    // its visible prefix.
+    // the cache (own rows) or to its visible prefix.
     let w = if d % (2 * subn) == 0 { 2 } else { 1 };
     let rounds = d.div_ceil(subn * w);
     let wv = e.u(w);
@@ -358,9 +392,14 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let rows_at: Vec<(Val, Val)> = (0..subn)
         .map(|u| {
             let uv = e.u(u);
-            let pu = e.kb.bin(BinOp::Min, uv, last_seen);
-            let pos = e.kb.add(w0, pu);
-            let pos = e.kb.select(has, pos, zero_u);
+            let pos = if own_rows {
+                let pos = e.kb.add(w0, uv);
+                e.kb.bin(BinOp::Min, pos, last)
+            } else {
+                let pu = e.kb.bin(BinOp::Min, uv, last_seen);
+                let pos = e.kb.add(w0, pu);
+                e.kb.select(has, pos, zero_u)
+            };
             (pos, row_of(e, pos))
         })
         .collect();
@@ -380,6 +419,12 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             .collect();
         dims.push((dd, ok));
         values.push(row);
+    }
+    // With the cache update fused, no other dispatch of the step writes the cache, so its
+    // loads (and the position slot's, for a prefix mask) are issued before the wait for the
+    // dispatch before, overlapping its end; everything computed by dispatches is read after.
+    if s.write.is_some() && s.end.is_some() {
+        e.kb.grid_wait();
     }
     // The fused cache write (one new position per row), after the cache loads are issued:
     // every work-group computes the new key and value rows into shared memory, and the first
