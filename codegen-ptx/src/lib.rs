@@ -8,10 +8,9 @@
 //!   [`PtxError`] naming the kernel; the renderer never panics on a verified kernel.
 //! - The output is a pure function of `(kernel, target)`: registers and labels are numbered in
 //!   program order, nothing iterates a hash map, so the same kernel gives the same text.
-//! - On targets with grid dependency control every `grid_wait` is `griddepcontrol.wait`, and a
-//!   kernel without one begins with it: nothing but constant buffers (kir's rule) is touched
-//!   before the previous kernel completes, so the runtime may launch kernels as programmatic
-//!   dependents ([`PtxTarget::grid_dependency`]).
+//! - On targets with grid dependency control the kernel's first instruction is
+//!   `griddepcontrol.wait`: nothing touches memory before the previous kernel completes, so the
+//!   runtime may launch kernels as programmatic dependents ([`PtxTarget::grid_dependency`]).
 //! - Every kir parameter becomes one `.param .u64` holding a global address (converted once with
 //!   `cvta.to.global.u64`); element `i` of a buffer or shared array is at byte `4 * i`. Vector
 //!   accesses of 2 and 4 lanes use `.v2` / `.v4`, relying on the planner to align them to 8 and

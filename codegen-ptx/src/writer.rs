@@ -168,10 +168,10 @@ impl<'a> Writer<'a> {
         Ok(self.module())
     }
 
-    /// Grid dependency control where the target has it and the kernel places no wait of its
-    /// own (the wait then precedes every memory access), then parameter addresses and shared-array bases, computed once at entry.
+    /// Grid dependency control where the target has it (the wait precedes every memory
+    /// access), then parameter addresses and shared-array bases, computed once at entry.
     fn prologue(&mut self) {
-        if self.t.grid_dependency && !self.k.has_grid_wait() {
+        if self.t.grid_dependency {
             emit!(self, "griddepcontrol.wait;");
         }
         for (i, p) in self.k.params.iter().enumerate() {
@@ -281,12 +281,6 @@ impl<'a> Writer<'a> {
             }
             Inst::Fence => {
                 emit!(self, "fence.acq_rel.gpu;");
-                Ok(())
-            }
-            Inst::GridWait => {
-                if self.t.grid_dependency {
-                    emit!(self, "griddepcontrol.wait;");
-                }
                 Ok(())
             }
             Inst::Prefetch { mem, index, count } => {

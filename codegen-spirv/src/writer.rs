@@ -242,9 +242,8 @@ impl<'a> Writer<'a> {
             }
             Inst::Barrier => self.barrier(SEM_ALL),
             Inst::Fence => self.fence(),
-            // SPIR-V has no prefetch; the hint is dropped. Dispatches are separated by
-            // pipeline barriers, so a grid wait is always satisfied.
-            Inst::Prefetch { .. } | Inst::GridWait => {}
+            // SPIR-V has no prefetch; the hint is dropped.
+            Inst::Prefetch { .. } => {}
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,

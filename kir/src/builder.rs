@@ -215,10 +215,6 @@ impl KernelBuilder {
     pub fn fence(&mut self) {
         self.emit(Inst::Fence);
     }
-    /// The wait for the dispatches before this one (see `Inst::GridWait`).
-    pub fn grid_wait(&mut self) {
-        self.emit(Inst::GridWait);
-    }
     /// Barrier.
     pub fn barrier(&mut self) {
         self.emit(Inst::Barrier);

@@ -169,14 +169,6 @@ pub enum Inst {
     /// own fence, once the second thread has observed (through an atomic, directly or after a
     /// barrier) an atomic update the first made after its fence.
     Fence,
-    /// The thread waits here until the dispatches before this one have finished and their
-    /// memory is visible. Before its first wait a thread may only read buffers no other
-    /// dispatch of the list writes (weights, tables, slots, a cache only this dispatch
-    /// updates: `verify_prologue` checks it) and writes nothing, so a target with
-    /// dependent launches can start the kernel while its predecessor still runs and overlap
-    /// those loads with it. A kernel without any wait waits before its first statement;
-    /// targets without dependent launches render nothing.
-    GridWait,
     /// Structured conditional; `results` take `then_yield` or `else_yield`.
     If {
         /// Condition (bool).
@@ -243,18 +235,5 @@ impl Kernel {
     /// Bytes of shared memory.
     pub fn shared_bytes(&self) -> u32 {
         self.shared.iter().map(|s| 4 * s.len).sum()
-    }
-    /// Whether the body has an `Inst::GridWait` anywhere (else it waits before its first
-    /// statement).
-    pub fn has_grid_wait(&self) -> bool {
-        fn any(insts: &[Inst]) -> bool {
-            insts.iter().any(|i| match i {
-                Inst::GridWait => true,
-                Inst::If { then, els, .. } => any(then) || any(els),
-                Inst::For { body, .. } => any(body),
-                _ => false,
-            })
-        }
-        any(&self.body)
     }
 }

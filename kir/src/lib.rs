@@ -25,4 +25,4 @@ pub use builder::KernelBuilder;
 pub use kernel::{Access, Carried, Expr, Inst, Kernel, Mem, Param, SharedArray, Val};
 pub use print::{expr_text, mem_text, print};
 pub use types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
-pub use verify::{VerifyError, verify, verify_prologue};
+pub use verify::{VerifyError, verify};

@@ -66,7 +66,6 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
             }
             Inst::Barrier => writeln!(out, "{pad}barrier"),
             Inst::Fence => writeln!(out, "{pad}fence"),
-            Inst::GridWait => writeln!(out, "{pad}grid_wait"),
             Inst::Prefetch {
                 mem: m,
                 index,

@@ -138,7 +138,7 @@ impl Ctx<'_> {
                 self.u32_index(*index)?;
                 self.u32_index(*count)
             }
-            Inst::Barrier | Inst::Fence | Inst::GridWait => Ok(()),
+            Inst::Barrier | Inst::Fence => Ok(()),
             Inst::Trap(_) => Ok(()),
             Inst::If {
                 cond,
@@ -329,55 +329,4 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
     cx.block(&k.body, &[])?;
     cx.end_block(&[])?;
     Ok(())
-}
-
-/// Checks the rule of `Inst::GridWait` for `k`: where the kernel has a wait, no thread
-/// reaches a load of a parameter that is not `constant` (written by no dispatch of the list:
-/// weights, tables) or a store or atomic on a parameter before it has passed a wait. A wait
-/// inside an `if` counts after the `if` only when both branches wait; one inside a loop only
-/// inside the loop (the loop may not run). `constant[i]` describes parameter `i`.
-pub fn verify_prologue(k: &Kernel, constant: &[bool]) -> Result<(), VerifyError> {
-    fn walk(
-        k: &Kernel,
-        constant: &[bool],
-        insts: &[Inst],
-        mut waited: bool,
-    ) -> Result<bool, VerifyError> {
-        let early = |what: &str, m: &Mem| VerifyError {
-            kernel: k.name.clone(),
-            msg: format!("{what} {} before the grid wait", crate::mem_text(*m)),
-        };
-        for i in insts {
-            match i {
-                Inst::GridWait => waited = true,
-                Inst::Let(_, Expr::Load(m @ Mem::Param(p), _, _))
-                    if !waited && !constant.get(*p as usize).copied().unwrap_or(false) =>
-                {
-                    return Err(early("load of", m));
-                }
-                Inst::Store {
-                    mem: m @ Mem::Param(_),
-                    ..
-                }
-                | Inst::Atomic {
-                    mem: m @ Mem::Param(_),
-                    ..
-                } if !waited => return Err(early("write to", m)),
-                Inst::If { then, els, .. } => {
-                    let a = walk(k, constant, then, waited)?;
-                    let b = walk(k, constant, els, waited)?;
-                    waited = a && b;
-                }
-                Inst::For { body, .. } => {
-                    walk(k, constant, body, waited)?;
-                }
-                _ => {}
-            }
-        }
-        Ok(waited)
-    }
-    if !k.has_grid_wait() {
-        return Ok(());
-    }
-    walk(k, constant, &k.body, false).map(|_| ())
 }

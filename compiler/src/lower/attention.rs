@@ -5,11 +5,10 @@
 //! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups); hidden
 //! positions reach the result only through selects (their scores become -inf, their weights
 //! are skipped), never through a multiply, so whatever a hidden cache row holds cannot leak
-//! into it. A step reads the K/V its position needs, not the whole cache: with a causal prefix
-//! mask (or a single split) each thread loads its own position's rows, with no load waiting
-//! for the position slot, and the splits past the prefix load nothing; with any other mask
-//! (every split runs) a hidden position reads position 0's row instead of its own (one row
-//! every split shares). Each split that is not alone writes its record
+//! into it. A step reads the K/V its position needs, not the whole cache: a hidden position
+//! reads position 0's row instead of its own (one row every split shares), and with a causal
+//! prefix mask the splits past the prefix load nothing and visibility comes from the position
+//! slot, not a mask buffer. Each split that is not alone writes its record
 //! (max score, sum of exponentials, unnormalised output), fences, and counts itself in its
 //! (row, token, head)'s counter; the split that counts last fences again, weighs each record
 //! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
@@ -354,16 +353,10 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let has = e.kb.cmp(CmpOp::Gt, end, w0);
     let seen = e.kb.sub(end, w0);
     let count = e.kb.select(has, seen, zero_u);
-    // Every key and value load is issued before the queries are ready, without branches. A
-    // thread loads its own position's rows where the live splits are known (no address waits
-    // for the mask); otherwise a hidden position reads position 0's row instead, so a split
-    // with nothing visible costs no memory traffic beyond that row.
-    let own_rows = s.end.is_some() || s.splits == 1;
-    let kpos = if own_rows {
-        ci
-    } else {
-        e.kb.select(live, ci, zero_u)
-    };
+    // Every key and value load is issued before the queries are ready, without branches: a
+    // hidden position reads position 0's row instead (one hot row, never used), so positions
+    // past the prefix cost no memory traffic beyond that row.
+    let kpos = e.kb.select(live, ci, zero_u);
     let kbase = row_of(e, kpos);
     let kl = if d.is_multiple_of(4) { 4 } else { 1 };
     let mut keys = Vec::with_capacity(d);
@@ -381,7 +374,7 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     }
     // Values, lane-per-dimension: `w` consecutive dimensions per lane (2-lane loads when the
     // head splits evenly), `rounds` rounds of dimensions, the subgroup's positions clamped to
-    // the cache (own rows) or to its visible prefix.
+    // its visible prefix.
     let w = if d % (2 * subn) == 0 { 2 } else { 1 };
     let rounds = d.div_ceil(subn * w);
     let wv = e.u(w);
@@ -392,14 +385,9 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let rows_at: Vec<(Val, Val)> = (0..subn)
         .map(|u| {
             let uv = e.u(u);
-            let pos = if own_rows {
-                let pos = e.kb.add(w0, uv);
-                e.kb.bin(BinOp::Min, pos, last)
-            } else {
-                let pu = e.kb.bin(BinOp::Min, uv, last_seen);
-                let pos = e.kb.add(w0, pu);
-                e.kb.select(has, pos, zero_u)
-            };
+            let pu = e.kb.bin(BinOp::Min, uv, last_seen);
+            let pos = e.kb.add(w0, pu);
+            let pos = e.kb.select(has, pos, zero_u);
             (pos, row_of(e, pos))
         })
         .collect();
@@ -419,12 +407,6 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             .collect();
         dims.push((dd, ok));
         values.push(row);
-    }
-    // With the cache update fused, no other dispatch of the step writes the cache, so its
-    // loads (and the position slot's, for a prefix mask) are issued before the wait for the
-    // dispatch before, overlapping its end; everything computed by dispatches is read after.
-    if s.write.is_some() && s.end.is_some() {
-        e.kb.grid_wait();
     }
     // The fused cache write (one new position per row), after the cache loads are issued:
     // every work-group computes the new key and value rows into shared memory, and the first

@@ -491,42 +491,59 @@ type Combine = dyn Fn(&mut Emit, &[Val], &[Val]) -> Vec<Val>;
 /// Threads of the reduction kernels (argmax, non-finite flag).
 pub const RED_THREADS: usize = 1024;
 
-/// A fixed-order tree reduction of `vals` (per-thread values) over the work-group through
-/// shared arrays; `combine(e, mine, other)` returns the combined values.
-fn tree(e: &mut Emit, vals: Vec<Val>, combine: &Combine) -> Result<Vec<Val>> {
+/// The reduction of `vals` (per-thread values) over the work-group, in every thread: a
+/// butterfly of lane shuffles within each subgroup of `sub` lanes, the subgroups' results
+/// through shared arrays (one barrier), and a butterfly over those. `combine(e, mine, other)`
+/// must be commutative, associative and idempotent (a selection such as argmax, or a
+/// bitwise or), so the result is the same whatever order combines it.
+fn tree(e: &mut Emit, vals: Vec<Val>, sub: u32, combine: &Combine) -> Result<Vec<Val>> {
+    let butterfly = |e: &mut Emit, mut vals: Vec<Val>| {
+        let mut mask = 1;
+        while mask < sub {
+            let theirs: Vec<Val> = vals
+                .iter()
+                .map(|&v| e.kb.expr(poot_kir::Expr::ShuffleXor(v, mask)))
+                .collect();
+            vals = combine(e, &vals, &theirs);
+            mask *= 2;
+        }
+        vals
+    };
+    let groups = RED_THREADS / sub as usize;
+    if groups > sub as usize {
+        return Err(crate::CompileError::Lower(format!(
+            "a reduction over {groups} subgroups of {sub} lanes needs two shared rounds"
+        )));
+    }
+    let vals = butterfly(e, vals);
     let local = e.kb.special(Special::LocalX);
+    let lane = e.kb.special(Special::Lane);
+    let subv = e.u(sub as usize);
+    let warp = e.kb.bin(BinOp::Div, local, subv);
     let shs: Vec<_> = vals
         .iter()
-        .map(|v| e.kb.shared(e.kb.ty(*v).scalar, RED_THREADS as u32))
+        .map(|v| e.kb.shared(e.kb.ty(*v).scalar, groups as u32))
         .collect();
-    for (s, &v) in shs.iter().zip(&vals) {
-        e.kb.store(*s, local, v);
-    }
-    e.kb.barrier();
-    let mut stride = RED_THREADS / 2;
-    while stride > 0 {
-        let sv = e.u(stride);
-        let active = e.kb.cmp(CmpOp::Lt, local, sv);
-        e.when(active, |e| {
-            let other = e.kb.add(local, sv);
-            let mine: Vec<Val> = shs.iter().map(|s| e.kb.load(*s, local, 1)).collect();
-            let theirs: Vec<Val> = shs.iter().map(|s| e.kb.load(*s, other, 1)).collect();
-            let c = combine(e, &mine, &theirs);
-            for (s, &x) in shs.iter().zip(&c) {
-                e.kb.store(*s, local, x);
-            }
-            Ok(())
-        })?;
-        e.kb.barrier();
-        stride /= 2;
-    }
     let zero = e.u(0);
-    Ok(shs.iter().map(|s| e.kb.load(*s, zero, 1)).collect())
+    let first = e.kb.cmp(CmpOp::Eq, lane, zero);
+    e.when(first, |e| {
+        for (s, &v) in shs.iter().zip(&vals) {
+            e.kb.store(*s, warp, v);
+        }
+        Ok(())
+    })?;
+    e.kb.barrier();
+    // Lanes past the subgroup count read the last result again (`combine` is idempotent).
+    let last = e.u(groups - 1);
+    let at = e.kb.bin(BinOp::Min, lane, last);
+    let mine: Vec<Val> = shs.iter().map(|s| e.kb.load(*s, at, 1)).collect();
+    Ok(butterfly(e, mine))
 }
 
 /// `argmax` over the last axis: the first index of the largest non-NaN value, else the first
-/// NaN (as `poot_eval` defines it); one work-group per row.
-pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
+/// NaN (as `poot_eval` defines it); one work-group per row, every load of a thread issued at
+/// once (the scan unrolled).
+pub fn argmax(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
     let [x] = args(e, root)?;
     let xt = e.g.ty(x).clone();
     let n = xt.shape.last();
@@ -542,35 +559,43 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
     // Each thread scans 4-element groups in increasing index order (4-lane loads).
     let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
     let four = e.u(lanes);
-    let start = e.kb.mul(local, four);
-    let step = (RED_THREADS * lanes) as u32;
-    let found = e.repeat(start, nv, step, &[ninf, none, none], |e, k0, c| {
-        let at = e.kb.add(base, k0);
-        let vs = e.kb.load(xm, at, lanes as u8);
-        let mut c = c.to_vec();
-        for i in 0..lanes {
-            let v = if lanes == 1 {
-                vs
-            } else {
-                e.kb.extract(vs, i as u8)
-            };
-            let iv = e.u(i);
-            let k = e.kb.add(k0, iv);
-            let nan = e.kb.un(UnOp::IsNan, v);
-            let ok = e.kb.un(UnOp::Not, nan);
-            let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
-            let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
-            let better = e.kb.bin(BinOp::Or, empty, gt);
-            let take = e.kb.bin(BinOp::And, ok, better);
-            let bv = e.kb.select(take, v, c[0]);
-            let bi = e.kb.select(take, k, c[1]);
-            let first_nan = e.kb.bin(BinOp::Min, c[2], k);
-            let fi = e.kb.select(nan, first_nan, c[2]);
-            c = vec![bv, bi, fi];
-        }
-        Ok(c)
-    })?;
-    let r = tree(e, found, &move |e, a, b| {
+    let groups = n / lanes;
+    let iters = groups.div_ceil(RED_THREADS);
+    let found = e.unrolled(
+        local,
+        groups,
+        RED_THREADS as u32,
+        iters,
+        &[ninf, none, none],
+        |e, g, c| {
+            let k0 = e.kb.mul(g, four);
+            let at = e.kb.add(base, k0);
+            let vs = e.kb.load(xm, at, lanes as u8);
+            let mut c = c.to_vec();
+            for i in 0..lanes {
+                let v = if lanes == 1 {
+                    vs
+                } else {
+                    e.kb.extract(vs, i as u8)
+                };
+                let iv = e.u(i);
+                let k = e.kb.add(k0, iv);
+                let nan = e.kb.un(UnOp::IsNan, v);
+                let ok = e.kb.un(UnOp::Not, nan);
+                let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
+                let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
+                let better = e.kb.bin(BinOp::Or, empty, gt);
+                let take = e.kb.bin(BinOp::And, ok, better);
+                let bv = e.kb.select(take, v, c[0]);
+                let bi = e.kb.select(take, k, c[1]);
+                let first_nan = e.kb.bin(BinOp::Min, c[2], k);
+                let fi = e.kb.select(nan, first_nan, c[2]);
+                c = vec![bv, bi, fi];
+            }
+            Ok(c)
+        },
+    )?;
+    let r = tree(e, found, sub, &move |e, a, b| {
         let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
         let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
         let gt = e.kb.cmp(CmpOp::Gt, b[0], a[0]);
@@ -599,37 +624,46 @@ pub fn argmax(e: &mut Emit, root: Value) -> Result<Launch> {
     Ok(launch([rows, 1, 1], 4 * rows * n))
 }
 
-/// `any_nonfinite`: one work-group ORs every element's non-finiteness.
-pub fn any_nonfinite(e: &mut Emit, root: Value) -> Result<Launch> {
+/// `any_nonfinite`: one work-group ORs every element's non-finiteness (the scan unrolled).
+pub fn any_nonfinite(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
     let [x] = args(e, root)?;
     let n = e.g.ty(x).shape.numel();
     let xm = e.buffer(x, Access::Read)?;
     let out = e.buffer(root, Access::Write)?;
     let local = e.kb.special(Special::LocalX);
-    let nv = e.u(n);
     let zero = e.u(0);
     let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
     let four = e.u(lanes);
-    let start = e.kb.mul(local, four);
-    let step = (RED_THREADS * lanes) as u32;
-    let flag = e.repeat(start, nv, step, &[zero], |e, k, f| {
-        let vs = e.kb.load(xm, k, lanes as u8);
-        let mut f = f[0];
-        for i in 0..lanes {
-            let v = if lanes == 1 {
-                vs
-            } else {
-                e.kb.extract(vs, i as u8)
-            };
-            let fin = e.kb.un(UnOp::IsFinite, v);
-            let one = e.u(1);
-            let z = e.u(0);
-            let bad = e.kb.select(fin, z, one);
-            f = e.kb.bin(BinOp::Or, f, bad);
-        }
-        Ok(vec![f])
+    let groups = n / lanes;
+    let iters = groups.div_ceil(RED_THREADS);
+    let flag = e.unrolled(
+        local,
+        groups,
+        RED_THREADS as u32,
+        iters,
+        &[zero],
+        |e, g, f| {
+            let k = e.kb.mul(g, four);
+            let vs = e.kb.load(xm, k, lanes as u8);
+            let mut f = f[0];
+            for i in 0..lanes {
+                let v = if lanes == 1 {
+                    vs
+                } else {
+                    e.kb.extract(vs, i as u8)
+                };
+                let fin = e.kb.un(UnOp::IsFinite, v);
+                let one = e.u(1);
+                let z = e.u(0);
+                let bad = e.kb.select(fin, z, one);
+                f = e.kb.bin(BinOp::Or, f, bad);
+            }
+            Ok(vec![f])
+        },
+    )?;
+    let r = tree(e, flag, sub, &|e, a, b| {
+        vec![e.kb.bin(BinOp::Or, a[0], b[0])]
     })?;
-    let r = tree(e, flag, &|e, a, b| vec![e.kb.bin(BinOp::Or, a[0], b[0])])?;
     let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
     e.when(is_first, |e| {
         e.kb.store(out, zero, r[0]);

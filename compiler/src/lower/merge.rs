@@ -106,7 +106,6 @@ impl Remap {
             },
             Inst::Barrier => Inst::Barrier,
             Inst::Fence => Inst::Fence,
-            Inst::GridWait => Inst::GridWait,
             Inst::Prefetch { mem, index, count } => Inst::Prefetch {
                 mem: self.m(*mem),
                 index: self.v(*index),

@@ -4,9 +4,7 @@
 //! exactly one (a decode step's cache update read only by its attention is written by that
 //! attention), emitted in node order so each dispatch runs after every producer it reads;
 //! each dispatch prefetches the next one's weights (`prefetch`); identical kernels (same
-//! text) are shared; every emitted kernel passes `poot_kir::verify`, and one that places its
-//! own grid wait reads before it only what no other dispatch of the list writes
-//! (`poot_kir::verify_prologue`, checked per dispatch).
+//! text) are shared; every emitted kernel passes `poot_kir::verify`.
 
 mod attention;
 mod expr;
@@ -95,7 +93,8 @@ impl Builder<'_> {
             Some(&i) => i,
             None => {
                 k.name = format!("{kind}_{}", self.kernels.len());
-                verify(&k)?;
+                poot_kir::verify(&k)
+                    .map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
                 self.kernels.push(k);
                 self.by_text.insert(text, self.kernels.len() - 1);
                 self.kernels.len() - 1
@@ -118,40 +117,6 @@ impl Builder<'_> {
         });
         Ok(())
     }
-}
-
-fn verify(k: &Kernel) -> Result<()> {
-    poot_kir::verify(k).map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(k))))
-}
-
-/// Checks the grid wait's rule for every dispatch whose kernel places its own wait: before
-/// it the kernel reads only buffers no other dispatch of the list writes (weights, tables,
-/// slots, a cache only this dispatch updates) and writes nothing.
-fn check_prologues(kernels: &[Kernel], dispatches: &[Dispatch]) -> Result<()> {
-    for (i, d) in dispatches.iter().enumerate() {
-        let k = &kernels[d.kernel];
-        if !k.has_grid_wait() {
-            continue;
-        }
-        let written_elsewhere = |b: &Buf| {
-            dispatches
-                .iter()
-                .enumerate()
-                .any(|(j, o)| j != i && o.args.iter().any(|(ob, a)| ob == b && *a != Access::Read))
-        };
-        let constant: Vec<bool> = d
-            .args
-            .iter()
-            .map(|(b, _)| match b {
-                Buf::Value(_) => !written_elsewhere(b),
-                Buf::Table(_) | Buf::Ahead(_) => true,
-                Buf::Scratch(..) | Buf::Counters => false,
-            })
-            .collect();
-        poot_kir::verify_prologue(k, &constant)
-            .map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(k))))?;
-    }
-    Ok(())
 }
 
 /// Lowers `g` (verified and optimized) for `target`, adding any tables it needs to `tables`.
@@ -222,12 +187,12 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                 }
                 Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
                     b.emit(g, &pl, "argmax", kernels::RED_THREADS as u32, |e| {
-                        kernels::argmax(e, v)
+                        kernels::argmax(e, v, sub)
                     })?
                 }
                 Op::AnyNonFinite => {
                     b.emit(g, &pl, "any_nonfinite", kernels::RED_THREADS as u32, |e| {
-                        kernels::any_nonfinite(e, v)
+                        kernels::any_nonfinite(e, v, sub)
                     })?
                 }
                 Op::AttnMix => {
@@ -272,7 +237,8 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     .filter(|(_, n)| n.parse::<usize>().is_ok())
                     .map_or(name.as_str(), |(a, _)| a);
                 k.name = format!("{kind}_{}", kernels.len());
-                verify(&k)?;
+                poot_kir::verify(&k)
+                    .map_err(|e| CompileError::Lower(format!("{e}\n{}", poot_kir::print(&k))))?;
                 kernels.push(k);
                 by_text.insert(text, kernels.len() - 1);
                 kernels.len() - 1
@@ -281,7 +247,6 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         d.kernel = index;
         dispatches.push(d);
     }
-    check_prologues(&kernels, &dispatches)?;
     let buf = |v: Value| -> Result<Buf> {
         pl.buffer_of(v)
             .map(Buf::Value)

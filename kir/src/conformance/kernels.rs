@@ -685,8 +685,7 @@ pub fn trap_barrier() -> Kernel {
 }
 
 /// Work-groups in the last-arrival pattern (run with `LAST_GROUP_GROUPS` groups): each
-/// loads its slice of `x` before its grid wait (as a dispatch loads what no other dispatch
-/// writes), publishes twice that slice to `part`, fences, and counts itself in `counter` with a
+/// publishes twice its slice of `x` to `part`, fences, and counts itself in `counter` with a
 /// fetched atomic add; the group that sees `groups - 1` fences again, sums `part` over the
 /// groups in group order into `out` and restores the counter to zero. Whichever group
 /// arrives last, the results are the same.
@@ -703,7 +702,6 @@ pub fn last_group() -> Kernel {
     let base = b.mul(group, width);
     let at = b.add(base, local);
     let v = b.load(x, at, 1);
-    b.grid_wait();
     let twice = b.add(v, v);
     b.store(part, at, twice);
     b.fence();

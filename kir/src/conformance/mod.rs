@@ -47,7 +47,6 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
             }
             Inst::Barrier => "Barrier",
             Inst::Fence => "Fence",
-            Inst::GridWait => "GridWait",
             Inst::Prefetch { .. } => "Prefetch",
             Inst::If { then, els, .. } => {
                 walk(then, seen);
@@ -77,7 +76,6 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
         "Atomic",
         "Barrier",
         "Fence",
-        "GridWait",
         "Prefetch",
         "If",
         "For",
