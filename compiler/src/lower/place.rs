@@ -235,10 +235,7 @@ pub fn place(g: &Graph) -> Result<Placement> {
             place[x] = Place::Fused(mix);
         }
     }
-    // RMS norms read only as matmul inputs (through reshapes) move into those matmuls. A norm
-    // of an inline element-wise value (the last residual add, read by nothing else) has that
-    // value materialised, so it becomes the producing matmul's epilogue as in every other
-    // layer, and the norm needs no kernel of its own.
+    // RMS norms read only as matmul inputs (through reshapes) move into those matmuls.
     let values: Vec<Value> = g.nodes.keys().collect();
     for &v in &values {
         if !matches!(g.nodes[v].op, Op::RmsNorm { .. })
@@ -250,10 +247,7 @@ pub fn place(g: &Graph) -> Result<Placement> {
         let x0 = g.nodes[v].args[0];
         let w = g.nodes[v].args[1];
         let mut readers = users[v].clone();
-        let materialise =
-            place[x0] == Place::Inline && index_local(g, x0) && g.ty(x0).shape == g.ty(v).shape;
-        let mut ok = (materialise
-            || matches!(place[x0], Place::Buffer | Place::Input | Place::Alias(_)))
+        let mut ok = matches!(place[x0], Place::Buffer | Place::Input | Place::Alias(_))
             && matches!(g.nodes[w].op, Op::Weight(_))
             && g.ty(w).dtype == poot_ir::DType::F32;
         while let Some(u) = readers.pop() {
@@ -274,9 +268,6 @@ pub fn place(g: &Graph) -> Result<Placement> {
         }
         if ok {
             place[v] = Place::Prologue;
-            if materialise {
-                place[x0] = Place::Buffer;
-            }
         }
     }
     // Matmul epilogues.
