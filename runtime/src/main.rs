@@ -291,10 +291,17 @@ fn bench<D: poot_runtime::Device>(
             e.0 += t;
             e.1 += 1;
         }
-        println!("first dispatches:");
-        for (d, t) in entry.dispatches.iter().zip(&times).take(PROFILE_LISTED) {
-            let n = name(d.kernel);
-            println!("  {n:<28} grid {:?} {:>8.2} us", d.grid, t * 1e6);
+        let listed: Vec<_> = entry.dispatches.iter().zip(&times).collect();
+        let last = listed.len().saturating_sub(PROFILE_LISTED);
+        for (title, part) in [
+            ("first", &listed[..PROFILE_LISTED.min(listed.len())]),
+            ("last", &listed[last..]),
+        ] {
+            println!("{title} dispatches:");
+            for (d, t) in part {
+                let n = name(d.kernel);
+                println!("  {n:<28} grid {:?} {:>8.2} us", d.grid, *t * 1e6);
+            }
         }
         let mut rows_: Vec<_> = by.into_iter().collect();
         rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));

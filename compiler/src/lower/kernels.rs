@@ -135,8 +135,15 @@ const MM_ROWS: usize = 8;
 /// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
 /// projection has 5).
 const MM_UNROLL: usize = 8;
+/// Output columns per subgroup of a matmul as wide as a vocabulary (at least `WIDE_N`
+/// columns): each lane has that many columns' weights in flight, and the grid is that many
+/// times smaller. Narrower matmuls take one column per subgroup.
+const WIDE_COLS: usize = 4;
+/// The output width from which a matmul takes `WIDE_COLS` columns per subgroup.
+const WIDE_N: usize = 16384;
 
-/// `x @ w^T`: one subgroup per output column, up to eight input rows per work-group, lanes
+/// `x @ w^T`: one subgroup per output column (`WIDE_COLS` for a vocabulary-wide output), up
+/// to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
 /// multiple of 32), then a subgroup sum. `mms` are one or two matmuls of the same `x` (a
@@ -184,15 +191,37 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let lane = e.kb.special(Special::Lane);
     let gx = e.kb.special(Special::GroupX);
     let gy = e.kb.special(Special::GroupY);
+    let cpw = if n >= WIDE_N && n.is_multiple_of(MM_WARPS * WIDE_COLS) {
+        WIDE_COLS
+    } else {
+        1
+    };
     let wpg = e.u(MM_WARPS);
     let col = e.kb.mul(gx, wpg);
     let col = e.kb.add(col, warp);
+    let cols: Vec<Val> = if cpw == 1 {
+        vec![col]
+    } else {
+        let cpw_v = e.u(cpw);
+        let first_col = e.kb.mul(col, cpw_v);
+        (0..cpw)
+            .map(|j| {
+                let jv = e.u(j);
+                e.kb.add(first_col, jv)
+            })
+            .collect()
+    };
     let rbv = e.u(rb);
     let m0 = e.kb.mul(gy, rbv);
     let nv = e.u(n);
     let inside = e.kb.cmp(CmpOp::Lt, col, nv);
+    // The weights each lane reads: matmul i's column j at j * nm + i.
     let nm = mms.len();
-    e.when_unless(n.is_multiple_of(MM_WARPS), inside, |e| {
+    let per_col: Vec<(Val, (poot_kir::Mem, usize, DType, usize))> = cols
+        .iter()
+        .flat_map(|&c| ws.iter().map(move |&w| (c, w)))
+        .collect();
+    e.when_unless(n.is_multiple_of(MM_WARPS * cpw), inside, |e| {
         let zero = e.kb.f32(0.0);
         let kv = e.u(k);
         let last_row = e.u(rows - 1);
@@ -243,14 +272,14 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 scales.push(e.kb.bin(BinOp::Div, one, sq));
             }
         }
-        // Accumulator of matmul i, row r at i * rb + r.
+        // Accumulator of matmul i, column j, row r at (j * nm + i) * rb + r.
         let acc = if k.is_multiple_of(32) {
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
             // the matching x as eight 4-lane loads, shared by the matmuls.
             let body = |e: &mut Emit, u: Val, acc: &[Val]| {
-                let wv: Vec<Vec<Val>> = ws
+                let wv: Vec<Vec<Val>> = per_col
                     .iter()
-                    .map(|&(m, words, dt, rbytes)| unit(e, m, words, dt, col, u, rbytes))
+                    .map(|&(c, (m, words, dt, rbytes))| unit(e, m, words, dt, c, u, rbytes))
                     .collect();
                 let c32 = e.u(32);
                 let k0 = e.kb.mul(u, c32);
@@ -287,7 +316,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 Ok(next)
             };
             // Few rounds per lane: unrolled, so every round's weights are in flight at once.
-            let init = vec![zero; rb * nm];
+            let init = vec![zero; rb * per_col.len()];
             let rounds = (k / 32).div_ceil(sub as usize);
             if rounds <= MM_UNROLL {
                 e.unrolled(lane, k / 32, sub, rounds, &init, body)?
@@ -296,27 +325,33 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 e.repeat(lane, units, sub, &init, body)?
             }
         } else {
-            e.repeat(lane, kv, sub, &vec![zero; rb * nm], |e, kk, acc| {
-                let wv: Vec<Val> = ws
-                    .iter()
-                    .map(|&(m, words, dt, rbytes)| weight(e, m, words, dt, col, kk, rbytes))
-                    .collect();
-                let mut next = acc.to_vec();
-                for r in 0..rb {
-                    let mk = row_base(e, r);
-                    let at = e.kb.add(mk, kk);
-                    let mut xv = e.kb.load(xm, at, 1);
-                    if let Some(nm_) = nwm {
-                        let nw1 = e.kb.load(nm_, kk, 1);
-                        let y = e.kb.mul(xv, scales[r]);
-                        xv = e.kb.mul(y, nw1);
+            e.repeat(
+                lane,
+                kv,
+                sub,
+                &vec![zero; rb * per_col.len()],
+                |e, kk, acc| {
+                    let wv: Vec<Val> = per_col
+                        .iter()
+                        .map(|&(c, (m, words, dt, rbytes))| weight(e, m, words, dt, c, kk, rbytes))
+                        .collect();
+                    let mut next = acc.to_vec();
+                    for r in 0..rb {
+                        let mk = row_base(e, r);
+                        let at = e.kb.add(mk, kk);
+                        let mut xv = e.kb.load(xm, at, 1);
+                        if let Some(nm_) = nwm {
+                            let nw1 = e.kb.load(nm_, kk, 1);
+                            let y = e.kb.mul(xv, scales[r]);
+                            xv = e.kb.mul(y, nw1);
+                        }
+                        for (i, &w) in wv.iter().enumerate() {
+                            next[i * rb + r] = e.kb.fma(xv, w, next[i * rb + r]);
+                        }
                     }
-                    for (i, &w) in wv.iter().enumerate() {
-                        next[i * rb + r] = e.kb.fma(xv, w, next[i * rb + r]);
-                    }
-                }
-                Ok(next)
-            })?
+                    Ok(next)
+                },
+            )?
         };
         let sums: Vec<Val> = acc
             .iter()
@@ -325,25 +360,27 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         // The epilogue runs in every lane, outside any branch (rows clamped), so the loads of
         // its other operands (a residual, a bias) can issue before the reductions finish;
         // lane 0 stores.
-        let mut ys = Vec::with_capacity(rb);
-        for r in 0..rb {
-            let rv = e.u(r);
-            let m = e.kb.add(m0, rv);
-            let rows_v = e.u(rows);
-            let ok = e.kb.cmp(CmpOp::Lt, m, rows_v);
-            let m = e.kb.bin(BinOp::Min, m, last_row);
-            let mn = e.kb.mul(m, nv);
-            let at = e.kb.add(mn, col);
-            let y = if mms == [root] {
-                sums[r]
-            } else {
-                for (i, &mm) in mms.iter().enumerate() {
-                    e.set_override(mm, sums[i * rb + r]);
-                }
-                let idx = e.unravel(&root_ty.shape.0, at);
-                e.compute(root, &idx)?
-            };
-            ys.push((ok, at, y));
+        let mut ys = Vec::with_capacity(rb * cpw);
+        for (j, &c) in cols.iter().enumerate() {
+            for r in 0..rb {
+                let rv = e.u(r);
+                let m = e.kb.add(m0, rv);
+                let rows_v = e.u(rows);
+                let ok = e.kb.cmp(CmpOp::Lt, m, rows_v);
+                let m = e.kb.bin(BinOp::Min, m, last_row);
+                let mn = e.kb.mul(m, nv);
+                let at = e.kb.add(mn, c);
+                let y = if mms == [root] {
+                    sums[j * rb + r]
+                } else {
+                    for (i, &mm) in mms.iter().enumerate() {
+                        e.set_override(mm, sums[(j * nm + i) * rb + r]);
+                    }
+                    let idx = e.unravel(&root_ty.shape.0, at);
+                    e.compute(root, &idx)?
+                };
+                ys.push((ok, at, y));
+            }
         }
         let zero_u = e.u(0);
         let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
@@ -359,7 +396,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     })?;
     let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
     Ok(launch(
-        [n.div_ceil(MM_WARPS), rows.div_ceil(rb), 1],
+        [n.div_ceil(MM_WARPS * cpw), rows.div_ceil(rb), 1],
         wbytes + 4 * rows * k,
     ))
 }
