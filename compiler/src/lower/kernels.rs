@@ -11,7 +11,7 @@ use super::place::unsupported;
 use super::quant::{unit, weight};
 use crate::Result;
 use poot_ir::{DType, Value};
-use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// A kernel's launch: grid, work weight and private scratch.
 pub struct Launch {
@@ -217,7 +217,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let inside = e.kb.cmp(CmpOp::Lt, col, nv);
     // The weights each lane reads: matmul i's column j at j * nm + i.
     let nm = mms.len();
-    let per_col: Vec<(Val, (poot_kir::Mem, usize, DType, usize))> = cols
+    let per_col: Vec<(Val, (Mem, usize, DType, usize))> = cols
         .iter()
         .flat_map(|&c| ws.iter().map(move |&w| (c, w)))
         .collect();
@@ -577,6 +577,45 @@ fn tree(e: &mut Emit, vals: Vec<Val>, sub: u32, combine: &Combine) -> Result<Vec
     Ok(butterfly(e, mine))
 }
 
+/// A reduction kernel's scan of the `n` elements of `xm` from `base`: each of `RED_THREADS`
+/// threads takes 4-element groups (4-lane loads when `n` allows) in increasing index order,
+/// unrolled so all of a thread's loads issue at once; `step(e, k, v, carried)` folds element
+/// `k` (relative to `base`) of value `v` into the carried values.
+fn scan(
+    e: &mut Emit,
+    xm: Mem,
+    base: Option<Val>,
+    n: usize,
+    init: &[Val],
+    step: impl Fn(&mut Emit, Val, Val, Vec<Val>) -> Vec<Val>,
+) -> Result<Vec<Val>> {
+    let local = e.kb.special(Special::LocalX);
+    let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
+    let four = e.u(lanes);
+    let groups = n / lanes;
+    let iters = groups.div_ceil(RED_THREADS);
+    e.unrolled(local, groups, RED_THREADS as u32, iters, init, |e, g, c| {
+        let k0 = e.kb.mul(g, four);
+        let at = match base {
+            Some(b) => e.kb.add(b, k0),
+            None => k0,
+        };
+        let vs = e.kb.load(xm, at, lanes as u8);
+        let mut c = c.to_vec();
+        for i in 0..lanes {
+            let v = if lanes == 1 {
+                vs
+            } else {
+                e.kb.extract(vs, i as u8)
+            };
+            let iv = e.u(i);
+            let k = e.kb.add(k0, iv);
+            c = step(e, k, v, c);
+        }
+        Ok(c)
+    })
+}
+
 /// `argmax` over the last axis: the first index of the largest non-NaN value, else the first
 /// NaN (as `poot_eval` defines it); one work-group per row, every load of a thread issued at
 /// once (the scan unrolled).
@@ -593,45 +632,19 @@ pub fn argmax(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
     let base = e.kb.mul(row, nv);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let none = e.kb.u32(u32::MAX);
-    // Each thread scans 4-element groups in increasing index order (4-lane loads).
-    let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
-    let four = e.u(lanes);
-    let groups = n / lanes;
-    let iters = groups.div_ceil(RED_THREADS);
-    let found = e.unrolled(
-        local,
-        groups,
-        RED_THREADS as u32,
-        iters,
-        &[ninf, none, none],
-        |e, g, c| {
-            let k0 = e.kb.mul(g, four);
-            let at = e.kb.add(base, k0);
-            let vs = e.kb.load(xm, at, lanes as u8);
-            let mut c = c.to_vec();
-            for i in 0..lanes {
-                let v = if lanes == 1 {
-                    vs
-                } else {
-                    e.kb.extract(vs, i as u8)
-                };
-                let iv = e.u(i);
-                let k = e.kb.add(k0, iv);
-                let nan = e.kb.un(UnOp::IsNan, v);
-                let ok = e.kb.un(UnOp::Not, nan);
-                let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
-                let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
-                let better = e.kb.bin(BinOp::Or, empty, gt);
-                let take = e.kb.bin(BinOp::And, ok, better);
-                let bv = e.kb.select(take, v, c[0]);
-                let bi = e.kb.select(take, k, c[1]);
-                let first_nan = e.kb.bin(BinOp::Min, c[2], k);
-                let fi = e.kb.select(nan, first_nan, c[2]);
-                c = vec![bv, bi, fi];
-            }
-            Ok(c)
-        },
-    )?;
+    let found = scan(e, xm, Some(base), n, &[ninf, none, none], |e, k, v, c| {
+        let nan = e.kb.un(UnOp::IsNan, v);
+        let ok = e.kb.un(UnOp::Not, nan);
+        let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
+        let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
+        let better = e.kb.bin(BinOp::Or, empty, gt);
+        let take = e.kb.bin(BinOp::And, ok, better);
+        let bv = e.kb.select(take, v, c[0]);
+        let bi = e.kb.select(take, k, c[1]);
+        let first_nan = e.kb.bin(BinOp::Min, c[2], k);
+        let fi = e.kb.select(nan, first_nan, c[2]);
+        vec![bv, bi, fi]
+    })?;
     let r = tree(e, found, sub, &move |e, a, b| {
         let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
         let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
@@ -669,35 +682,13 @@ pub fn any_nonfinite(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
     let out = e.buffer(root, Access::Write)?;
     let local = e.kb.special(Special::LocalX);
     let zero = e.u(0);
-    let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
-    let four = e.u(lanes);
-    let groups = n / lanes;
-    let iters = groups.div_ceil(RED_THREADS);
-    let flag = e.unrolled(
-        local,
-        groups,
-        RED_THREADS as u32,
-        iters,
-        &[zero],
-        |e, g, f| {
-            let k = e.kb.mul(g, four);
-            let vs = e.kb.load(xm, k, lanes as u8);
-            let mut f = f[0];
-            for i in 0..lanes {
-                let v = if lanes == 1 {
-                    vs
-                } else {
-                    e.kb.extract(vs, i as u8)
-                };
-                let fin = e.kb.un(UnOp::IsFinite, v);
-                let one = e.u(1);
-                let z = e.u(0);
-                let bad = e.kb.select(fin, z, one);
-                f = e.kb.bin(BinOp::Or, f, bad);
-            }
-            Ok(vec![f])
-        },
-    )?;
+    let flag = scan(e, xm, None, n, &[zero], |e, _, v, f| {
+        let fin = e.kb.un(UnOp::IsFinite, v);
+        let one = e.u(1);
+        let z = e.u(0);
+        let bad = e.kb.select(fin, z, one);
+        vec![e.kb.bin(BinOp::Or, f[0], bad)]
+    })?;
     let r = tree(e, flag, sub, &|e, a, b| {
         vec![e.kb.bin(BinOp::Or, a[0], b[0])]
     })?;
