@@ -4,7 +4,7 @@
 //!
 //! Invariants: the loader is opened at run time (a machine without `libvulkan` gets
 //! `Unavailable`, never a panic); a device without `robustBufferAccess` is never chosen; every
-//! fence wait is bounded by `timeout`; a failed submission or wait (device loss included)
+//! fence wait is bounded by `timeout` (it polls for at most `SPIN` of it, then blocks); a failed submission or wait (device loss included)
 //! poisons the context, and from then on no call touches the device and objects that pending
 //! work could reference are leaked rather than destroyed.
 
@@ -12,6 +12,10 @@ use crate::error::DeviceError;
 use ash::vk;
 use std::sync::Mutex;
 use std::time::Duration;
+
+/// How long a fence wait polls before it blocks: a decode step's length, and more than
+/// most prefill chunks take.
+const SPIN: Duration = Duration::from_millis(2);
 
 /// What the chosen physical device offers.
 pub(super) struct Props {
@@ -159,13 +163,39 @@ impl Ctx {
         })
     }
 
-    /// Waits for every fence, at most `timeout`; a timeout or failure poisons.
+    /// Waits for every fence, at most `timeout`; a timeout or failure poisons. The first
+    /// `SPIN` of the wait polls the fences instead of sleeping in the driver: a blocking
+    /// `vkWaitForFences` wakes tens of microseconds after the device finishes (H200, SmolLM2
+    /// decode: 797-848 us per step blocking, 742-747 polling; BENCHMARKS.md), as much as a
+    /// tenth of a decode step.
     pub fn wait(&self, fences: &[vk::Fence]) -> Result<(), DeviceError> {
         if fences.is_empty() {
             return Ok(());
         }
         self.live()?;
-        let ns = u64::try_from(self.timeout.as_nanos()).unwrap_or(u64::MAX);
+        let start = std::time::Instant::now();
+        while start.elapsed() < SPIN.min(self.timeout) {
+            let mut done = true;
+            for &f in fences {
+                // SAFETY: a fence of this device.
+                match unsafe { self.device.get_fence_status(f) } {
+                    Ok(true) => {}
+                    Ok(false) => done = false,
+                    Err(r) => {
+                        return Err(self.poison(DeviceError::Lost(format!(
+                            "vkGetFenceStatus on {}: {r:?}",
+                            self.props.name
+                        ))));
+                    }
+                }
+            }
+            if done {
+                return Ok(());
+            }
+            std::hint::spin_loop();
+        }
+        let ns = u64::try_from(self.timeout.saturating_sub(start.elapsed()).as_nanos())
+            .unwrap_or(u64::MAX);
         // SAFETY: fences of this device.
         match unsafe { self.device.wait_for_fences(fences, true, ns) } {
             Ok(()) => Ok(()),
