@@ -4,10 +4,11 @@
 //! Invariants: dispatch `i` binds its buffers as arena ranges (checked against the arena, the
 //! device's offset alignment and its storage range) and its error binding at word
 //! `i * stride / 4` of the recording's error buffer; a global memory barrier (compute to
-//! compute) follows every dispatch, and a device-to-host barrier ends every command buffer; with a watchdog budget
-//! the dispatches are cut into consecutive segments whose summed work weight stays within it
-//! (a single heavier dispatch gets a segment of its own), without one the entry is one
-//! command buffer. Nothing is destroyed while a submission of it may be pending.
+//! compute) follows every dispatch, and one from compute to the transfer and host stages ends
+//! every command buffer (for the staged copies and host reads of later submissions); with a
+//! watchdog budget the dispatches are cut into consecutive segments whose summed work weight
+//! stays within it (a single heavier dispatch gets a segment of its own), without one the
+//! entry is one command buffer. Nothing is destroyed while a submission of it may be pending.
 
 use super::ctx::Ctx;
 use super::kernel::VulkanKernel;
@@ -270,8 +271,10 @@ pub(super) fn record(
             barrier(
                 d,
                 seg.cb,
-                vk::PipelineStageFlags::HOST,
-                vk::AccessFlags::HOST_READ,
+                vk::PipelineStageFlags::TRANSFER | vk::PipelineStageFlags::HOST,
+                vk::AccessFlags::TRANSFER_READ
+                    | vk::AccessFlags::TRANSFER_WRITE
+                    | vk::AccessFlags::HOST_READ,
             );
             d.end_command_buffer(seg.cb)
                 .map_err(other("vkEndCommandBuffer"))?;
