@@ -4,17 +4,19 @@
 //!
 //! Invariants: the loader is opened at run time (a machine without `libvulkan` gets
 //! `Unavailable`, never a panic); a device without `robustBufferAccess` is never chosen; every
-//! fence wait is bounded by `timeout` (it polls for at most `SPIN` of it, then blocks); a failed submission or wait (device loss included)
-//! poisons the context, and from then on no call touches the device and objects that pending
-//! work could reference are leaked rather than destroyed.
+//! fence wait is bounded by `timeout` (it polls for at most `SPIN` of it, then blocks); a
+//! failed submission or wait (device loss included) poisons the context, and from then on no
+//! call touches the device and objects that pending work could reference are leaked rather
+//! than destroyed.
 
 use crate::error::DeviceError;
 use ash::vk;
 use std::sync::Mutex;
 use std::time::Duration;
 
-/// How long a fence wait polls before it blocks: a decode step's length, and more than
-/// most prefill chunks take.
+/// How long a fence wait polls before it blocks: about three decode steps of the models we
+/// measure (SmolLM2 takes 0.74 ms on the H200). Longer waits, such as a prefill chunk, stop
+/// polling after it and sleep in the driver.
 const SPIN: Duration = Duration::from_millis(2);
 
 /// What the chosen physical device offers.
