@@ -143,10 +143,14 @@ pub fn tiny_tensors(spec: &ModelSpec, seed: u64) -> Vec<(String, DType, Vec<usiz
 
 /// A tiny model of `family` in memory.
 pub fn tiny_model(family: Family, seed: u64) -> Result<Model> {
-    let spec = tiny_spec(family);
+    tiny_model_of(tiny_spec(family), seed)
+}
+
+/// A model of `spec` (a variation of a tiny spec) in memory, with the tiny dtypes.
+pub fn tiny_model_of(spec: ModelSpec, seed: u64) -> Result<Model> {
     let store = WeightStore::from_tensors(tiny_tensors(&spec, seed));
     Model::bind(
-        PathBuf::from(format!("tiny-{}", family.name())),
+        PathBuf::from(format!("tiny-{}", spec.family.name())),
         spec,
         store,
         gguf_name,

@@ -83,10 +83,10 @@ pub fn compare(name: &str, device: &[u8], reference: &Tensor, rel: f32) -> Resul
 
 use poot_bundle::{SlotKind as BSlot, StepKind, Target};
 use poot_compiler::compile::{CompileOptions, compile};
-use poot_compiler::families::{Family, StepShape, trace};
+use poot_compiler::families::{Family, ModelSpec, StepShape, trace};
 use poot_compiler::passes::{PassOptions, optimize};
 use poot_compiler::plan::Readback;
-use poot_compiler::tiny::{Rng, tiny_model};
+use poot_compiler::tiny::{Rng, tiny_model, tiny_model_of, tiny_spec};
 use poot_eval::{EvalOptions, Inputs, eval};
 use poot_ir::SlotKind;
 use poot_runtime::{Device, Engine, Executor};
@@ -110,6 +110,17 @@ pub fn tiny_bundle(
     rows: usize,
 ) -> (poot_compiler::families::Model, poot_bundle::OpenedBundle) {
     let model = tiny_model(family, 11).expect("tiny model");
+    let bundle = verification_bundle(&model, target, cap, rows);
+    (model, bundle)
+}
+
+/// A verification bundle of `model` for `target`, with one prefill chunk of 4 tokens.
+fn verification_bundle(
+    model: &poot_compiler::families::Model,
+    target: Target,
+    cap: usize,
+    rows: usize,
+) -> poot_bundle::OpenedBundle {
     let opts = CompileOptions {
         cap,
         rows,
@@ -117,9 +128,9 @@ pub fn tiny_bundle(
         targets: vec![target],
         readback: Readback::All,
     };
-    let (manifest, weights) = compile(&model, &opts, &mut |_, _, _| {}).expect("compile");
+    let (manifest, weights) = compile(model, &opts, &mut |_, _, _| {}).expect("compile");
     let bytes = poot_bundle::write(&manifest, &weights).expect("write");
-    (model, poot_bundle::open_bytes(bytes).expect("open"))
+    poot_bundle::open_bytes(bytes).expect("open")
 }
 
 /// Tier 2 for every entry of the tiny `family` bundle on `engine`: three random trials each
@@ -128,9 +139,28 @@ pub fn tiny_bundle(
 /// subgroups): the first trial's positions lie in the first split (one work-group per head
 /// writes the output), the last trial's in the last (every split live, the last to finish
 /// combines them), the middle trial's anywhere.
-pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target) {
+pub fn run_tiny<D: Device>(engine: Engine<D>, family: Family, target: Target) {
+    run_model(engine, &tiny_model(family, 11).expect("tiny model"), target);
+}
+
+/// Tier 2 as `run_tiny` for the tiny llama with a feed-forward layer 4096 wide, so the
+/// kernel of its gate and up projections computes two columns per subgroup.
+pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
+    let spec = ModelSpec {
+        d_ff: 4096,
+        ..tiny_spec(Family::Llama)
+    };
+    run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
+}
+
+/// Tier 2 for every entry of `model` on `engine` (see `run_tiny`).
+fn run_model<D: Device>(
+    mut engine: Engine<D>,
+    model: &poot_compiler::families::Model,
+    target: Target,
+) {
     let (cap, rows) = (300, 2);
-    let (model, bundle) = tiny_bundle(family, target, cap, rows);
+    let bundle = verification_bundle(model, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
     let rel = Tolerance::derive(model.spec.d_ff.max(cap), 4 * model.spec.n_layers + 2);
     let mut rng = Rng::new(5);
@@ -141,7 +171,7 @@ pub fn run_tiny<D: Device>(mut engine: Engine<D>, family: Family, target: Target
             StepKind::Prefill { tokens } => tokens as usize,
         };
         let id = engine.add_entry(&key).expect("add_entry");
-        let mut g = trace(&model, StepShape::prefill(rows, tokens, cap)).expect("trace");
+        let mut g = trace(model, StepShape::prefill(rows, tokens, cap)).expect("trace");
         optimize(&mut g, PassOptions::default()).expect("optimize");
         for trial in 0..3 {
             let mut slots = HashMap::new();

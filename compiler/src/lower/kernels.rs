@@ -141,9 +141,31 @@ const MM_UNROLL: usize = 8;
 const WIDE_COLS: usize = 4;
 /// The output width from which a matmul takes `WIDE_COLS` columns per subgroup.
 const WIDE_N: usize = 16384;
+/// Output columns per subgroup of a dual matmul (a SwiGLU's gate and up) at least `DUAL_N`
+/// wide: each lane has four units of weights in flight instead of two, its x loads and the
+/// prologue's norm serve twice the weights, and the grid is half as large. On the H200,
+/// Qwen2.5-0.5B's 4864-wide gate and up went from 15.1 to 9.6 us per layer (its 1216
+/// work-groups needed two waves at 96 registers a thread); SmolLM2's 1536-wide one, already
+/// one wave, did not gain on CUDA and lost on Vulkan, hence the threshold.
+const DUAL_COLS: usize = 2;
+/// The output width from which a dual matmul takes `DUAL_COLS` columns per subgroup.
+const DUAL_N: usize = 4096;
 
-/// `x @ w^T`: one subgroup per output column (`WIDE_COLS` for a vocabulary-wide output), up
-/// to eight input rows per work-group, lanes
+/// Output columns per subgroup of a matmul `n` wide computing `mms` matmuls of one input:
+/// several only where they split evenly over the work-group's subgroups.
+fn cols_per_subgroup(n: usize, mms: usize) -> usize {
+    let even = |c: usize| n.is_multiple_of(MM_WARPS * c);
+    if n >= WIDE_N && even(WIDE_COLS) {
+        WIDE_COLS
+    } else if mms > 1 && n >= DUAL_N && even(DUAL_COLS) {
+        DUAL_COLS
+    } else {
+        1
+    }
+}
+
+/// `x @ w^T`: one subgroup per output column (more for a vocabulary-wide output or a wide
+/// dual matmul, see `cols_per_subgroup`), up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
 /// multiple of 32), then a subgroup sum. `mms` are one or two matmuls of the same `x` (a
@@ -191,11 +213,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let lane = e.kb.special(Special::Lane);
     let gx = e.kb.special(Special::GroupX);
     let gy = e.kb.special(Special::GroupY);
-    let cpw = if n >= WIDE_N && n.is_multiple_of(MM_WARPS * WIDE_COLS) {
-        WIDE_COLS
-    } else {
-        1
-    };
+    let cpw = cols_per_subgroup(n, mms.len());
     let wpg = e.u(MM_WARPS);
     let col = e.kb.mul(gx, wpg);
     let col = e.kb.add(col, warp);
