@@ -144,7 +144,8 @@ pub fn run_tiny<D: Device>(engine: Engine<D>, family: Family, target: Target) {
 }
 
 /// Tier 2 as `run_tiny` for the tiny llama with a feed-forward layer 4096 wide, so the
-/// kernel of its gate and up projections computes two columns per subgroup.
+/// kernel of its gate and up projections computes two columns per subgroup and its down
+/// projection splits `k` over four subgroups.
 pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     let spec = ModelSpec {
         d_ff: 4096,

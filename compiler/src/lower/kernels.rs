@@ -150,6 +150,26 @@ const WIDE_N: usize = 16384;
 const DUAL_COLS: usize = 2;
 /// The output width from which a dual matmul takes `DUAL_COLS` columns per subgroup.
 const DUAL_N: usize = 4096;
+/// The fewest units of 32 weights each part of a split `k` sums.
+const KSPLIT_UNITS: usize = 24;
+
+/// Subgroups sharing each output column of a single matmul (one column per subgroup), each
+/// summing a part of `k`, their sums added in shared memory in part order: 4 or 2 where each
+/// part still holds `KSPLIT_UNITS` units of 32 weights (a down projection), so a long
+/// reduction runs as more, shorter subgroups, and the grid grows by as much. On the H200:
+/// Qwen2.5-0.5B's down projections (152 units, 4 parts) took its Vulkan step from 1089-1096
+/// to 973-974 us (CUDA 784-785 against 787-788), SmolLM2's (48 units, 2 parts) CUDA from 488
+/// to 477-479 us and Vulkan from 745 to 726-728; 2 parts for Qwen gave CUDA 776-779, Vulkan
+/// 997-998.
+fn k_parts(n: usize, k: usize, mms: usize, cpw: usize) -> usize {
+    let units = if k.is_multiple_of(32) { k / 32 } else { 0 };
+    [4, 2]
+        .into_iter()
+        .find(|&p| {
+            mms == 1 && cpw == 1 && units >= p * KSPLIT_UNITS && n.is_multiple_of(MM_WARPS / p)
+        })
+        .unwrap_or(1)
+}
 
 /// Output columns per subgroup of a matmul `n` wide computing `mms` matmuls of one input:
 /// several only where they split evenly over the work-group's subgroups.
@@ -165,7 +185,8 @@ fn cols_per_subgroup(n: usize, mms: usize) -> usize {
 }
 
 /// `x @ w^T`: one subgroup per output column (more for a vocabulary-wide output or a wide
-/// dual matmul, see `cols_per_subgroup`), up to eight input rows per work-group, lanes
+/// dual matmul, see `cols_per_subgroup`; several subgroups per column for a long `k`, see
+/// `k_parts`), up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
 /// multiple of 32), then a subgroup sum. `mms` are one or two matmuls of the same `x` (a
@@ -214,9 +235,18 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let gx = e.kb.special(Special::GroupX);
     let gy = e.kb.special(Special::GroupY);
     let cpw = cols_per_subgroup(n, mms.len());
-    let wpg = e.u(MM_WARPS);
+    let parts = k_parts(n, k, mms.len(), cpw);
+    let wpg = e.u(MM_WARPS / parts);
     let col = e.kb.mul(gx, wpg);
-    let col = e.kb.add(col, warp);
+    // With a split `k`: the subgroup's column within the work-group, and its part.
+    let (wcol, part) = if parts > 1 {
+        let parts_v = e.u(parts);
+        let wcol = e.kb.bin(BinOp::Div, warp, parts_v);
+        (wcol, Some(e.kb.bin(BinOp::Rem, warp, parts_v)))
+    } else {
+        (warp, None)
+    };
+    let col = e.kb.add(col, wcol);
     let cols: Vec<Val> = if cpw == 1 {
         vec![col]
     } else {
@@ -239,7 +269,17 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         .iter()
         .flat_map(|&c| ws.iter().map(move |&w| (c, w)))
         .collect();
-    e.when_unless(n.is_multiple_of(MM_WARPS * cpw), inside, |e| {
+    // A lane's first unit of 32 weights, and the stride between its units.
+    let first_unit = match part {
+        Some(p) => {
+            let sv = e.u(sub as usize);
+            let x = e.kb.mul(p, sv);
+            e.kb.add(x, lane)
+        }
+        None => lane,
+    };
+    let ustep = sub * parts as u32;
+    e.when_unless(n.is_multiple_of(MM_WARPS * cpw / parts), inside, |e| {
         let zero = e.kb.f32(0.0);
         let kv = e.u(k);
         let last_row = e.u(rows - 1);
@@ -335,12 +375,12 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
             };
             // Few rounds per lane: unrolled, so every round's weights are in flight at once.
             let init = vec![zero; rb * per_col.len()];
-            let rounds = (k / 32).div_ceil(sub as usize);
+            let rounds = (k / 32).div_ceil(ustep as usize);
             if rounds <= MM_UNROLL {
-                e.unrolled(lane, k / 32, sub, rounds, &init, body)?
+                e.unrolled(first_unit, k / 32, ustep, rounds, &init, body)?
             } else {
                 let units = e.u(k / 32);
-                e.repeat(lane, units, sub, &init, body)?
+                e.repeat(first_unit, units, ustep, &init, body)?
             }
         } else {
             e.repeat(
@@ -371,10 +411,42 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 },
             )?
         };
-        let sums: Vec<Val> = acc
+        let mut sums: Vec<Val> = acc
             .iter()
             .map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a))
             .collect();
+        // A split `k`: each part's sums through shared memory, added in part order.
+        if part.is_some() {
+            let per = sums.len();
+            let sh = e.kb.shared(Scalar::F32, (MM_WARPS * per) as u32);
+            let zero_u = e.u(0);
+            let lead = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+            let per_v = e.u(per);
+            let mine = e.kb.mul(warp, per_v);
+            e.when(lead, |e| {
+                for (i, &x) in sums.iter().enumerate() {
+                    let iv = e.u(i);
+                    let at = e.kb.add(mine, iv);
+                    e.kb.store(sh, at, x);
+                }
+                Ok(())
+            })?;
+            e.kb.barrier();
+            let stride = e.u(parts * per);
+            let base = e.kb.mul(wcol, stride);
+            sums = (0..per)
+                .map(|i| {
+                    let loads: Vec<Val> = (0..parts)
+                        .map(|p| {
+                            let o = e.u(p * per + i);
+                            let at = e.kb.add(base, o);
+                            e.kb.load(sh, at, 1)
+                        })
+                        .collect();
+                    loads[1..].iter().fold(loads[0], |a, &x| e.kb.add(a, x))
+                })
+                .collect();
+        }
         // The epilogue runs in every lane, outside any branch (rows clamped), so the loads of
         // its other operands (a residual, a bias) can issue before the reductions finish;
         // lane 0 stores.
@@ -402,6 +474,13 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         }
         let zero_u = e.u(0);
         let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+        let first = match part {
+            Some(p) => {
+                let p0 = e.kb.cmp(CmpOp::Eq, p, zero_u);
+                e.kb.bin(BinOp::And, first, p0)
+            }
+            None => first,
+        };
         e.when(first, |e| {
             for (ok, at, y) in ys {
                 e.when(ok, |e| {
@@ -414,7 +493,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     })?;
     let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
     Ok(launch(
-        [n.div_ceil(MM_WARPS * cpw), rows.div_ceil(rb), 1],
+        [n.div_ceil(MM_WARPS * cpw / parts), rows.div_ceil(rb), 1],
         wbytes + 4 * rows * k,
     ))
 }
