@@ -133,7 +133,7 @@ pub(super) const MM_WARPS: usize = 4;
 /// Input rows per matmul work-group.
 const MM_ROWS: usize = 8;
 /// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
-/// projection has 5).
+/// projection, 152 units, would have 5 on one subgroup per column; split over 4, it has 2).
 const MM_UNROLL: usize = 8;
 /// Output columns per subgroup of a matmul as wide as a vocabulary (at least `WIDE_N`
 /// columns): each lane has that many columns' weights in flight, and the grid is that many
