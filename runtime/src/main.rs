@@ -151,6 +151,7 @@ fn open_one(name: &str, args: &DeviceArgs) -> Result<Opened, AnyError> {
                 &poot_runtime::devices::wgpu::WgpuOptions {
                     name: None,
                     timeout,
+                    ..Default::default()
                 },
             )?,
         )))),

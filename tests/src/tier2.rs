@@ -283,3 +283,36 @@ pub fn capture_vs_eager<D: Device>(
     assert!(runs[0].0 == runs[1].0, "captured and eager outputs differ");
     assert!(runs[0].1 == runs[1].1, "captured and eager states differ");
 }
+
+/// Each step's read-back outputs, by name.
+pub type Outputs = Vec<Vec<(String, Vec<u8>)>>;
+
+/// The read-back outputs of `steps` greedy decode steps of the tiny llama (cap 16, two rows)
+/// on `engine`, each step's tokens fed to the next; `submissions` counts the device's
+/// submissions, and the second result is how many each step took.
+pub fn decode_run<D: Device>(
+    engine: &mut Engine<D>,
+    target: Target,
+    steps: usize,
+    submissions: impl Fn(&D) -> u64,
+) -> (Outputs, u64) {
+    let (_, bundle) = tiny_bundle(Family::Llama, target, 16, 2);
+    engine.load_weights(&bundle).expect("load_weights");
+    let id = engine
+        .add_entry(&crate::faults::decode_key(16))
+        .expect("add_entry");
+    let mut outs = Vec::new();
+    let mut tok = vec![5i32, 9];
+    let before = submissions(engine.device());
+    for pos in 0..steps {
+        let slots = vec![
+            (BSlot::Token, tok.clone()),
+            (BSlot::Pos, vec![pos as i32; 2]),
+        ];
+        let o = engine.step(id, &slots).expect("step");
+        tok = o.tokens.iter().map(|&t| t as i32).collect();
+        outs.push(o.outputs);
+    }
+    let per_step = (submissions(engine.device()) - before) / steps as u64;
+    (outs, per_step)
+}

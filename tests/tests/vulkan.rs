@@ -7,12 +7,14 @@
 //! Without a Vulkan device each test prints `SKIP`, and fails instead when
 //! `POOT_REQUIRE_GPU=1` or `POOT_REQUIRE_LAVAPIPE=1`.
 
-use poot_bundle::{SlotKind, Target};
+use poot_bundle::Target;
 use poot_compiler::families::Family;
 use poot_runtime::devices::vulkan::{VulkanDevice, VulkanOptions};
 use poot_runtime::{DeviceError, Engine, Executor};
-use poot_tests::faults::{decode_key, timeout_poisons, trap_needs_reset};
-use poot_tests::tier2::{capture_vs_eager, run_tiny, run_wide_ffn, tiny_bundle};
+use poot_tests::faults::{timeout_poisons, trap_needs_reset};
+use poot_tests::tier2::{
+    Outputs, capture_vs_eager, decode_run, run_tiny, run_wide_ffn, tiny_bundle,
+};
 use poot_tests::tier3::tier3_sized;
 use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
 use std::time::Duration;
@@ -62,29 +64,10 @@ fn vulkan_capture_matches_eager_64_steps() {
     }
 }
 
-/// Each step's read-back outputs, by name.
-type Outputs = Vec<Vec<(String, Vec<u8>)>>;
-
-/// Decode outputs of `steps` steps and the submissions each step took.
-fn decode_run(mut e: Engine<VulkanDevice>, steps: usize) -> (Outputs, u64) {
+/// Twelve decode steps of the tiny llama: outputs, and submissions per step.
+fn decode(mut e: Engine<VulkanDevice>) -> (Outputs, u64) {
     let t = target(&e);
-    let (_, bundle) = tiny_bundle(Family::Llama, t, 16, 2);
-    e.load_weights(&bundle).expect("load_weights");
-    let id = e.add_entry(&decode_key(16)).expect("add_entry");
-    let mut outs = Vec::new();
-    let mut tok = vec![5i32, 9];
-    let before = e.device().submissions();
-    for pos in 0..steps {
-        let slots = vec![
-            (SlotKind::Token, tok.clone()),
-            (SlotKind::Pos, vec![pos as i32; 2]),
-        ];
-        let o = e.step(id, &slots).expect("step");
-        tok = o.tokens.iter().map(|&t| t as i32).collect();
-        outs.push(o.outputs);
-    }
-    let per_step = (e.device().submissions() - before) / steps as u64;
-    (outs, per_step)
+    decode_run(&mut e, t, 12, VulkanDevice::submissions)
 }
 
 #[test]
@@ -93,7 +76,7 @@ fn vulkan_watchdog_budget_splits_replay() {
     let Some(whole) = device(test) else {
         return;
     };
-    let (want, one) = decode_run(whole, 12);
+    let (want, one) = decode(whole);
     assert_eq!(one, 1, "without a budget a replay is one submission");
     let (_, bundle) = tiny_bundle(Family::Llama, Target::Reference, 16, 2);
     let entry = &bundle.manifest().entries[0];
@@ -106,7 +89,7 @@ fn vulkan_watchdog_budget_splits_replay() {
     let Some(split) = device_with(test, &opts) else {
         return;
     };
-    let (got, many) = decode_run(split, 12);
+    let (got, many) = decode(split);
     println!(
         "{} dispatches of total work {total}: budget {} gives {many} submissions per step",
         entry.dispatches.len(),

@@ -1,7 +1,7 @@
 //! The wgpu device (built with `--features wgpu`) on this machine's best adapter (the H200
 //! through NVIDIA's Vulkan driver on the GPU machine, lavapipe in CI): tier 2 on the tiny
-//! configs, capture versus eager, a trap that becomes a typed fault, a timeout that poisons,
-//! and tier 3 on SmolLM2 (and Qwen2.5-0.5B on a GPU).
+//! configs, capture versus eager, replays cut into several submissions with bit-identical
+//! results, a trap that becomes a typed fault, a timeout that poisons, and tier 3 on SmolLM2 (and Qwen2.5-0.5B on a GPU).
 //!
 //! Without an adapter each test prints `SKIP`, and fails instead when `POOT_REQUIRE_GPU=1` or
 //! `POOT_REQUIRE_LAVAPIPE=1`.
@@ -12,7 +12,7 @@ use poot_compiler::families::Family;
 use poot_runtime::devices::wgpu::{WgpuDevice, WgpuOptions};
 use poot_runtime::{Engine, Executor};
 use poot_tests::faults::{timeout_poisons, trap_needs_reset};
-use poot_tests::tier2::{capture_vs_eager, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{capture_vs_eager, decode_run, run_tiny, run_wide_ffn};
 use poot_tests::tier3::tier3_sized;
 use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
 use std::time::Duration;
@@ -59,6 +59,32 @@ fn wgpu_capture_matches_eager_64_steps() {
         let t = target(&e);
         capture_vs_eager(e, Family::Qwen2, t, 64);
     }
+}
+
+/// Replays cut into submissions of two dispatches read back the same bytes as whole ones.
+#[test]
+fn wgpu_submissions_split_replay() {
+    let test = "wgpu_submissions_split_replay";
+    let Some(mut whole) = device(test) else {
+        return;
+    };
+    let t = target(&whole);
+    let (want, one) = decode_run(&mut whole, t, 12, WgpuDevice::submissions);
+    assert_eq!(
+        one, 1,
+        "the tiny decode step fits one submission by default"
+    );
+    let opts = WgpuOptions {
+        submit_dispatches: 2,
+        ..WgpuOptions::default()
+    };
+    let Some(mut split) = device_with(test, &opts) else {
+        return;
+    };
+    let (got, many) = decode_run(&mut split, t, 12, WgpuDevice::submissions);
+    println!("submissions of two dispatches: {many} per step");
+    assert!(many >= 4, "submissions of two gave {many} per step");
+    assert!(want == got, "split replays read back different bytes");
 }
 
 #[test]

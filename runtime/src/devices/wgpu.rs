@@ -5,8 +5,10 @@
 //! - One storage buffer per arena. Every binding is read-write, in the bind group layout and
 //!   in the module (its `NonWritable` decorations are dropped), so several ranges of one
 //!   arena bound in one dispatch are one use and never a conflict.
-//! - A replay encodes the cached dispatches in one compute pass, then copies the readback
-//!   arena and the entry's error words into one mappable buffer, and submits once;
+//! - A replay encodes the cached dispatches in submissions of `submit_dispatches` (one compute
+//!   pass each, submitted as soon as it is encoded, so the device starts while the host
+//!   encodes the rest; one queue keeps their order), the last also copying the readback arena
+//!   and the entry's error words into one mappable buffer;
 //!   `synchronize` maps that buffer with a bounded wait, keeps the readback bytes on the host
 //!   (the step's reads are served from them) and turns a set error word into a `Fault` naming
 //!   the kernel and code (the words are cleared again).
@@ -27,6 +29,8 @@ pub struct WgpuOptions {
     pub name: Option<String>,
     /// Bound on every wait for the device.
     pub timeout: Duration,
+    /// Dispatches per submission of a replay (`SUBMIT_DISPATCHES` by default; at least 1).
+    pub submit_dispatches: usize,
 }
 
 impl Default for WgpuOptions {
@@ -34,12 +38,17 @@ impl Default for WgpuOptions {
         WgpuOptions {
             name: None,
             timeout: Duration::from_secs(600),
+            submit_dispatches: SUBMIT_DISPATCHES,
         }
     }
 }
 
 /// Host writes move at most this many bytes per `write_buffer`.
 const CHUNK: usize = 64 << 20;
+/// Dispatches per submission of a replay by default (on the H200, SmolLM2's 154-dispatch decode step took
+/// 1006-1046 us in submissions of 32, 958-1168 us with 24 to 64 or growing sizes, and
+/// 1347-1414 us in one; BENCHMARKS.md).
+const SUBMIT_DISPATCHES: usize = 32;
 
 /// A loaded kernel.
 pub struct WgpuKernel {
@@ -84,6 +93,8 @@ pub struct WgpuDevice {
     lost: Arc<Mutex<Option<String>>>,
     poisoned: Option<String>,
     timeout: Duration,
+    submit_dispatches: usize,
+    submitted: u64,
 }
 
 fn other(what: impl std::fmt::Display) -> DeviceError {
@@ -91,6 +102,11 @@ fn other(what: impl std::fmt::Display) -> DeviceError {
 }
 
 impl WgpuDevice {
+    /// Replay submissions so far (each replay makes one per `submit_dispatches` dispatches).
+    pub fn submissions(&self) -> u64 {
+        self.submitted
+    }
+
     /// Opens an adapter; `Unavailable` when none is found.
     pub fn new(opts: &WgpuOptions) -> Result<WgpuDevice, DeviceError> {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor {
@@ -153,6 +169,8 @@ impl WgpuDevice {
             lost,
             poisoned: None,
             timeout: opts.timeout,
+            submit_dispatches: opts.submit_dispatches.max(1),
+            submitted: 0,
         })
     }
 
@@ -370,23 +388,46 @@ impl WgpuDevice {
                 "readback map",
             )?);
         }
-        let mut enc = self.device.create_command_encoder(&Default::default());
-        {
-            let mut pass = enc.begin_compute_pass(&Default::default());
-            for (k, group, grid) in &rec.steps {
-                let k = kernels
-                    .get(*k)
-                    .ok_or_else(|| other(format!("no kernel {k}")))?;
-                pass.set_pipeline(&k.pipeline);
-                pass.set_bind_group(0, group, &[]);
-                pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
-            }
-        }
+        // The first commands run on the device while the host encodes the next ones: the list
+        // goes out in submissions of `submit_dispatches`, the last with the copies.
         let map = self.map.as_ref().ok_or_else(|| other("no map buffer"))?;
         let rb = self.arena(Arena::Readback, 0, 0)?;
-        enc.copy_buffer_to_buffer(rb, 0, map, 0, readback);
-        enc.copy_buffer_to_buffer(&rec.errors, 0, map, readback, errors);
-        let index = self.queue.submit([enc.finish()]);
+        let pipelines = rec
+            .steps
+            .iter()
+            .map(|(k, _, _)| {
+                kernels
+                    .get(*k)
+                    .map(|k| &k.pipeline)
+                    .ok_or_else(|| other(format!("no kernel {k}")))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = rec.steps.len();
+        let (mut start, mut sent) = (0, 0);
+        let index = loop {
+            let end = (start + self.submit_dispatches).min(n);
+            let mut enc = self.device.create_command_encoder(&Default::default());
+            {
+                let mut pass = enc.begin_compute_pass(&Default::default());
+                for ((_, group, grid), pipeline) in
+                    rec.steps[start..end].iter().zip(&pipelines[start..end])
+                {
+                    pass.set_pipeline(pipeline);
+                    pass.set_bind_group(0, group, &[]);
+                    pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
+                }
+            }
+            if end == n {
+                enc.copy_buffer_to_buffer(rb, 0, map, 0, readback);
+                enc.copy_buffer_to_buffer(&rec.errors, 0, map, readback, errors);
+                sent += 1;
+                break self.queue.submit([enc.finish()]);
+            }
+            sent += 1;
+            self.queue.submit([enc.finish()]);
+            start = end;
+        };
+        self.submitted += sent;
         self.host_readback = None;
         self.pending = Some(Pending {
             index,
