@@ -1,5 +1,6 @@
 //! `poot`: runs a bundle. `poot run model.pbundle --prompt "..."` streams text;
-//! `poot bench model.pbundle` measures decode speed with and without capture.
+//! `poot bench model.pbundle` measures decode speed with and without capture, and the time of
+//! each prefill chunk.
 
 use clap::{Parser, Subcommand};
 use poot_runtime::devices::reference::ReferenceDevice;
@@ -18,6 +19,8 @@ const PROFILE_LISTED: usize = 12;
 const WARMUP_STEPS: usize = 16;
 /// See `WARMUP_STEPS`.
 const WARMUP_SECS: f64 = 0.5;
+/// Timed steps of each prefill entry in `poot bench`.
+const PREFILL_STEPS: usize = 50;
 
 #[derive(Parser)]
 #[command(
@@ -273,6 +276,7 @@ fn bench<D: poot_runtime::Device>(
     if results[1].1 > 0.0 {
         println!("capture speed-up: {:.2}x", results[1].1 / results[0].1);
     }
+    bench_prefill(&mut engine, b)?;
     if profile && let Some(times) = engine.profile(id, &slots(64.min(cap - 1)))? {
         let names: Vec<String> = b
             .manifest()
@@ -313,6 +317,51 @@ fn bench<D: poot_runtime::Device>(
         println!(
             "sum of kernel times: {:.1} us",
             times.iter().sum::<f64>() * 1e6
+        );
+    }
+    Ok(())
+}
+
+/// Times each prefill entry of `b` (captured, a full chunk at position 0, after the same
+/// warm-up as decode): the median chunk time and the prompt tokens per second it gives.
+fn bench_prefill<D: poot_runtime::Device>(
+    engine: &mut Engine<D>,
+    b: &poot_bundle::OpenedBundle,
+) -> Result<(), AnyError> {
+    use poot_bundle::{SlotKind, StepKind};
+    for e in &b.manifest().entries {
+        let StepKind::Prefill { tokens } = e.key.kind else {
+            continue;
+        };
+        let (rows, t) = (e.key.rows as usize, tokens as usize);
+        let id = engine.add_entry(&e.key)?;
+        let slots = [
+            (
+                SlotKind::Token,
+                (0..rows * t).map(|i| (i % 1000) as i32 + 1).collect(),
+            ),
+            (SlotKind::Pos, vec![0; rows]),
+            (SlotKind::LogitIndex, vec![t as i32 - 1; rows]),
+        ];
+        engine.reset_state()?;
+        let warm = std::time::Instant::now();
+        let mut i = 0;
+        while i < WARMUP_STEPS || warm.elapsed().as_secs_f64() < WARMUP_SECS {
+            engine.step(id, &slots)?;
+            i += 1;
+        }
+        let mut times: Vec<f64> = (0..PREFILL_STEPS)
+            .map(|_| {
+                let start = std::time::Instant::now();
+                engine.step(id, &slots)?;
+                Ok(start.elapsed().as_secs_f64())
+            })
+            .collect::<Result<_, AnyError>>()?;
+        let chunk = median(&mut times);
+        println!(
+            "prefill {t} tokens x {rows} rows: {:.1} us per chunk, {:.1} prompt tok/s",
+            chunk * 1e6,
+            (rows * t) as f64 / chunk
         );
     }
     Ok(())
