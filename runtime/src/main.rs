@@ -276,26 +276,43 @@ fn bench<D: poot_runtime::Device>(
     if results[1].1 > 0.0 {
         println!("capture speed-up: {:.2}x", results[1].1 / results[0].1);
     }
-    bench_prefill(&mut engine, b)?;
-    if profile && let Some(times) = engine.profile(id, &slots(64.min(cap - 1)))? {
-        let names: Vec<String> = b
-            .manifest()
-            .targets
-            .iter()
-            .find(|t| !t.kernels.is_empty())
-            .map(|t| t.kernels.iter().map(|k| k.name.clone()).collect())
-            .unwrap_or_default();
-        let entry = engine.entry_info(id)?.clone();
-        let name = |k: u32| names.get(k as usize).map_or("", String::as_str);
-        let mut by: std::collections::BTreeMap<&str, (f64, usize)> =
-            std::collections::BTreeMap::new();
-        for (d, t) in entry.dispatches.iter().zip(&times) {
-            let n = name(d.kernel);
-            let kind = n.rsplit_once('_').map_or(n, |(a, _)| a);
-            let e = by.entry(kind).or_default();
-            e.0 += t;
-            e.1 += 1;
-        }
+    if profile {
+        print_profile(&mut engine, b, id, &slots(64.min(cap - 1)), true)?;
+    }
+    bench_prefill(&mut engine, b, profile)?;
+    Ok(())
+}
+
+/// `--profile`: each dispatch's marginal time in entry `id` (where the device can time them),
+/// summed by kernel kind; `listed` also lists the first and last dispatches.
+fn print_profile<D: poot_runtime::Device>(
+    engine: &mut Engine<D>,
+    b: &poot_bundle::OpenedBundle,
+    id: poot_runtime::EntryId,
+    slots: &[(poot_bundle::SlotKind, Vec<i32>)],
+    listed_too: bool,
+) -> Result<(), AnyError> {
+    let Some(times) = engine.profile(id, slots)? else {
+        return Ok(());
+    };
+    let names: Vec<String> = b
+        .manifest()
+        .targets
+        .iter()
+        .find(|t| !t.kernels.is_empty())
+        .map(|t| t.kernels.iter().map(|k| k.name.clone()).collect())
+        .unwrap_or_default();
+    let entry = engine.entry_info(id)?.clone();
+    let name = |k: u32| names.get(k as usize).map_or("", String::as_str);
+    let mut by: std::collections::BTreeMap<&str, (f64, usize)> = std::collections::BTreeMap::new();
+    for (d, t) in entry.dispatches.iter().zip(&times) {
+        let n = name(d.kernel);
+        let kind = n.rsplit_once('_').map_or(n, |(a, _)| a);
+        let e = by.entry(kind).or_default();
+        e.0 += t;
+        e.1 += 1;
+    }
+    if listed_too {
         let listed: Vec<_> = entry.dispatches.iter().zip(&times).collect();
         let last = listed.len().saturating_sub(PROFILE_LISTED);
         for (title, part) in [
@@ -308,25 +325,27 @@ fn bench<D: poot_runtime::Device>(
                 println!("  {n:<28} grid {:?} {:>8.2} us", d.grid, *t * 1e6);
             }
         }
-        let mut rows_: Vec<_> = by.into_iter().collect();
-        rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
-        println!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)");
-        for (k, (t, n)) in rows_ {
-            println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
-        }
-        println!(
-            "sum of kernel times: {:.1} us",
-            times.iter().sum::<f64>() * 1e6
-        );
     }
+    let mut rows_: Vec<_> = by.into_iter().collect();
+    rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+    println!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)");
+    for (k, (t, n)) in rows_ {
+        println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
+    }
+    println!(
+        "sum of kernel times: {:.1} us",
+        times.iter().sum::<f64>() * 1e6
+    );
     Ok(())
 }
 
 /// Times each prefill entry of `b` (captured, a full chunk at position 0, after the same
-/// warm-up as decode): the median chunk time and the prompt tokens per second it gives.
+/// warm-up as decode): the median chunk time and the prompt tokens per second it gives, and
+/// with `profile` its time by kernel kind.
 fn bench_prefill<D: poot_runtime::Device>(
     engine: &mut Engine<D>,
     b: &poot_bundle::OpenedBundle,
+    profile: bool,
 ) -> Result<(), AnyError> {
     use poot_bundle::{SlotKind, StepKind};
     for e in &b.manifest().entries {
@@ -363,6 +382,9 @@ fn bench_prefill<D: poot_runtime::Device>(
             chunk * 1e6,
             (rows * t) as f64 / chunk
         );
+        if profile {
+            print_profile(engine, b, id, &slots, false)?;
+        }
     }
     Ok(())
 }
