@@ -284,7 +284,7 @@ fn bench<D: poot_runtime::Device>(
 }
 
 /// `--profile`: each dispatch's marginal time in entry `id` (where the device can time them),
-/// summed by kernel kind; `listed` also lists the first and last dispatches.
+/// summed by kernel kind; with `listed_too` also the first and last dispatches one by one.
 fn print_profile<D: poot_runtime::Device>(
     engine: &mut Engine<D>,
     b: &poot_bundle::OpenedBundle,
