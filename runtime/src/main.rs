@@ -232,12 +232,7 @@ fn bench<D: poot_runtime::Device>(
     let mut results = Vec::new();
     for eager in [false, true] {
         engine.reset_state()?;
-        let warm = std::time::Instant::now();
-        let mut i = 0;
-        while i < WARMUP_STEPS || warm.elapsed().as_secs_f64() < WARMUP_SECS {
-            engine.step_timed(id, &slots(i), eager)?;
-            i += 1;
-        }
+        warm_up(|i| engine.step_timed(id, &slots(i), eager).map(drop))?;
         // The timed steps start from an empty cache, the same positions in both modes.
         engine.reset_state()?;
         let (mut total, mut host) = (Vec::new(), Vec::new());
@@ -280,6 +275,20 @@ fn bench<D: poot_runtime::Device>(
         print_profile(&mut engine, b, id, &slots(64.min(cap - 1)), true)?;
     }
     bench_prefill(&mut engine, b, profile)?;
+    Ok(())
+}
+
+/// Runs `step(i)` for `i = 0, 1, ...` until at least `WARMUP_STEPS` steps and `WARMUP_SECS`
+/// seconds have passed.
+fn warm_up(
+    mut step: impl FnMut(usize) -> Result<(), poot_runtime::RuntimeError>,
+) -> Result<(), AnyError> {
+    let warm = std::time::Instant::now();
+    let mut i = 0;
+    while i < WARMUP_STEPS || warm.elapsed().as_secs_f64() < WARMUP_SECS {
+        step(i)?;
+        i += 1;
+    }
     Ok(())
 }
 
@@ -363,12 +372,7 @@ fn bench_prefill<D: poot_runtime::Device>(
             (SlotKind::LogitIndex, vec![t as i32 - 1; rows]),
         ];
         engine.reset_state()?;
-        let warm = std::time::Instant::now();
-        let mut i = 0;
-        while i < WARMUP_STEPS || warm.elapsed().as_secs_f64() < WARMUP_SECS {
-            engine.step(id, &slots)?;
-            i += 1;
-        }
+        warm_up(|_| engine.step(id, &slots).map(drop))?;
         let mut times: Vec<f64> = (0..PREFILL_STEPS)
             .map(|_| {
                 let start = std::time::Instant::now();

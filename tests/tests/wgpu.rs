@@ -1,7 +1,8 @@
 //! The wgpu device (built with `--features wgpu`) on this machine's best adapter (the H200
 //! through NVIDIA's Vulkan driver on the GPU machine, lavapipe in CI): tier 2 on the tiny
 //! configs, capture versus eager, replays cut into several submissions with bit-identical
-//! results, a trap that becomes a typed fault, a timeout that poisons, and tier 3 on SmolLM2 (and Qwen2.5-0.5B on a GPU).
+//! results, a trap that becomes a typed fault, a timeout that poisons, and tier 3 on SmolLM2
+//! (and Qwen2.5-0.5B on a GPU).
 //!
 //! Without an adapter each test prints `SKIP`, and fails instead when `POOT_REQUIRE_GPU=1` or
 //! `POOT_REQUIRE_LAVAPIPE=1`.

@@ -45,9 +45,9 @@ impl Default for WgpuOptions {
 
 /// Host writes move at most this many bytes per `write_buffer`.
 const CHUNK: usize = 64 << 20;
-/// Dispatches per submission of a replay by default (on the H200, SmolLM2's 154-dispatch decode step took
-/// 1006-1046 us in submissions of 32, 958-1168 us with 24 to 64 or growing sizes, and
-/// 1347-1414 us in one; BENCHMARKS.md).
+/// Dispatches per submission of a replay by default. On the H200, SmolLM2's 154-dispatch
+/// decode step took 1006-1046 us in submissions of 32, 958-1168 us with 24 to 64 or growing
+/// sizes, and 1347-1414 us in one (BENCHMARKS.md).
 const SUBMIT_DISPATCHES: usize = 32;
 
 /// A loaded kernel.
@@ -60,7 +60,7 @@ pub struct WgpuKernel {
 
 /// A cached dispatch list.
 pub struct WgpuRecording {
-    steps: Vec<(usize, wgpu::BindGroup, [u32; 3])>,
+    steps: Vec<(wgpu::ComputePipeline, wgpu::BindGroup, [u32; 3])>,
     errors: wgpu::Buffer,
     stride: u64,
     kernels: Arc<[String]>,
@@ -362,7 +362,7 @@ impl WgpuDevice {
                     entries: &entries,
                 })
             })?;
-            steps.push((d.kernel as usize, group, d.grid));
+            steps.push((k.pipeline.clone(), group, d.grid));
             names.push(k.name.clone());
         }
         Ok(WgpuRecording {
@@ -373,7 +373,7 @@ impl WgpuDevice {
         })
     }
 
-    fn submit(&mut self, kernels: &[WgpuKernel], rec: &WgpuRecording) -> Result<(), DeviceError> {
+    fn submit(&mut self, rec: &WgpuRecording) -> Result<(), DeviceError> {
         self.live()?;
         if self.pending.is_some() {
             self.synchronize()?;
@@ -392,16 +392,6 @@ impl WgpuDevice {
         // goes out in submissions of `submit_dispatches`, the last with the copies.
         let map = self.map.as_ref().ok_or_else(|| other("no map buffer"))?;
         let rb = self.arena(Arena::Readback, 0, 0)?;
-        let pipelines = rec
-            .steps
-            .iter()
-            .map(|(k, _, _)| {
-                kernels
-                    .get(*k)
-                    .map(|k| &k.pipeline)
-                    .ok_or_else(|| other(format!("no kernel {k}")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
         let n = rec.steps.len();
         let (mut start, mut sent) = (0, 0);
         let index = loop {
@@ -409,21 +399,18 @@ impl WgpuDevice {
             let mut enc = self.device.create_command_encoder(&Default::default());
             {
                 let mut pass = enc.begin_compute_pass(&Default::default());
-                for ((_, group, grid), pipeline) in
-                    rec.steps[start..end].iter().zip(&pipelines[start..end])
-                {
+                for (pipeline, group, grid) in &rec.steps[start..end] {
                     pass.set_pipeline(pipeline);
                     pass.set_bind_group(0, group, &[]);
                     pass.dispatch_workgroups(grid[0], grid[1], grid[2]);
                 }
             }
+            sent += 1;
             if end == n {
                 enc.copy_buffer_to_buffer(rb, 0, map, 0, readback);
                 enc.copy_buffer_to_buffer(&rec.errors, 0, map, readback, errors);
-                sent += 1;
                 break self.queue.submit([enc.finish()]);
             }
-            sent += 1;
             self.queue.submit([enc.finish()]);
             start = end;
         };
@@ -605,8 +592,8 @@ impl Device for WgpuDevice {
         self.build(kernels, dispatches)
     }
 
-    fn replay(&mut self, kernels: &[WgpuKernel], rec: &WgpuRecording) -> Result<(), DeviceError> {
-        self.submit(kernels, rec)
+    fn replay(&mut self, _kernels: &[WgpuKernel], rec: &WgpuRecording) -> Result<(), DeviceError> {
+        self.submit(rec)
     }
 
     fn eager(
@@ -615,7 +602,7 @@ impl Device for WgpuDevice {
         dispatches: &[Dispatch],
     ) -> Result<(), DeviceError> {
         let rec = self.build(kernels, dispatches)?;
-        let sent = self.submit(kernels, &rec);
+        let sent = self.submit(&rec);
         self.transient.push(rec);
         sent
     }
