@@ -94,7 +94,7 @@ fn snapshot(family: Family) {
     let opts = CompileOptions {
         cap: 48,
         rows: 2,
-        prefill_chunks: vec![4],
+        prefill_chunks: vec![4, 12],
         targets: vec![Target::Reference],
         readback: Readback::Sampled,
     };

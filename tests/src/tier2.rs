@@ -114,7 +114,8 @@ pub fn tiny_bundle(
     (model, bundle)
 }
 
-/// A verification bundle of `model` for `target`, with one prefill chunk of 4 tokens.
+/// A verification bundle of `model` for `target`, with prefill chunks of 4 tokens (eight
+/// input rows: the GEMV matmuls) and 12 (24 rows: the tiled matmuls, the second tile partial).
 fn verification_bundle(
     model: &poot_compiler::families::Model,
     target: Target,
@@ -124,7 +125,7 @@ fn verification_bundle(
     let opts = CompileOptions {
         cap,
         rows,
-        prefill_chunks: vec![4],
+        prefill_chunks: vec![4, 12],
         targets: vec![target],
         readback: Readback::All,
     };

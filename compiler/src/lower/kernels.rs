@@ -43,7 +43,7 @@ fn gid(e: &mut Emit, wg: usize) -> Val {
 }
 
 /// Stores `x` (a value of `dtype`) at `out[at]`.
-fn store(e: &mut Emit, out: poot_kir::Mem, at: Val, x: Val, dtype: DType) {
+pub(super) fn store(e: &mut Emit, out: poot_kir::Mem, at: Val, x: Val, dtype: DType) {
     let x = if dtype == DType::Bool {
         let one = e.kb.u32(1);
         let zero = e.kb.u32(0);
@@ -54,12 +54,12 @@ fn store(e: &mut Emit, out: poot_kir::Mem, at: Val, x: Val, dtype: DType) {
     e.kb.store(out, at, x);
 }
 
-fn bytes(e: &Emit, v: Value) -> usize {
+pub(super) fn bytes(e: &Emit, v: Value) -> usize {
     let t = e.g.ty(v);
     t.dtype.bytes_for(t.shape.numel()).unwrap_or(0)
 }
 
-fn args<const N: usize>(e: &Emit, v: Value) -> Result<[Value; N]> {
+pub(super) fn args<const N: usize>(e: &Emit, v: Value) -> Result<[Value; N]> {
     e.g.nodes[v]
         .args
         .clone()

@@ -5,6 +5,10 @@
 //! member `j` in the work-groups `[start_j, start_j + grid_j.x)` of x, where it sees its own
 //! work-group index exactly as before, so each member computes what it computed alone.
 //! Branches are uniform per work-group, so barriers and subgroup operations stay valid.
+//! Since a work-group runs one member, the members' shared arrays overlay: a member's array
+//! takes the first merged array of its element type that no earlier array of the same member
+//! took, grown to the longest, so the merged kernel needs the most shared memory of any
+//! member, not their sum.
 
 use super::Dispatch;
 use super::expr::Buf;
@@ -42,7 +46,7 @@ fn independent(group: &[&Dispatch], d: &Dispatch, kernels: &[Kernel]) -> bool {
 struct Remap {
     val_off: u32,
     params: Vec<u32>,
-    shared_off: u32,
+    shared: Vec<u32>,
     gx: Val,
     base: Val,
 }
@@ -54,7 +58,7 @@ impl Remap {
     fn m(&self, m: Mem) -> Mem {
         match m {
             Mem::Param(i) => Mem::Param(self.params[i as usize]),
-            Mem::Shared(i) => Mem::Shared(i + self.shared_off),
+            Mem::Shared(i) => Mem::Shared(self.shared[i as usize]),
         }
     }
     fn vs(&self, vs: &[Val]) -> Vec<Val> {
@@ -163,7 +167,7 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
     let gx = types.push(Ty::U32);
     let mut params = Vec::new();
     let mut args: Vec<(Buf, Access)> = Vec::new();
-    let mut shared = Vec::new();
+    let mut shared: Vec<poot_kir::SharedArray> = Vec::new();
     let mut prelude = vec![Inst::Let(gx, Expr::Special(Special::GroupX))];
     let mut bodies = Vec::new();
     let mut start = 0u32;
@@ -191,14 +195,35 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
                 }
             })
             .collect();
+        let mut taken: Vec<u32> = Vec::new();
+        let overlay: Vec<u32> = k
+            .shared
+            .iter()
+            .map(|a| {
+                let free = (0..shared.len() as u32)
+                    .find(|&j| shared[j as usize].elem == a.elem && !taken.contains(&j));
+                let j = match free {
+                    Some(j) => {
+                        let m = &mut shared[j as usize];
+                        m.len = m.len.max(a.len);
+                        j
+                    }
+                    None => {
+                        shared.push(a.clone());
+                        shared.len() as u32 - 1
+                    }
+                };
+                taken.push(j);
+                j
+            })
+            .collect();
         let r = Remap {
             val_off,
             params: map,
-            shared_off: shared.len() as u32,
+            shared: overlay,
             gx,
             base,
         };
-        shared.extend(k.shared.iter().cloned());
         bodies.push((inside, r.block(&k.body)));
         start += d.grid[0];
     }

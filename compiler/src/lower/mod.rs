@@ -8,6 +8,7 @@
 
 mod attention;
 mod expr;
+mod gemm;
 mod kernels;
 mod merge;
 mod place;
@@ -163,9 +164,24 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
             (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
             (_, Place::Buffer) => match &n.op {
+                Op::MatMul if gemm::applies(g, v) => {
+                    b.emit(g, &pl, "gemm", gemm::THREADS as u32, |e| {
+                        gemm::gemm(e, v, &[v])
+                    })?
+                }
                 Op::MatMul => b.emit(g, &pl, "matmul", kernels::MM_WARPS as u32 * sub, |e| {
                     kernels::matmul(e, v, &[v], sub)
                 })?,
+                _ if !fused_mm.is_empty() && gemm::applies(g, fused_mm[0]) => {
+                    let kind = if fused_mm.len() > 1 {
+                        "dual_gemm"
+                    } else {
+                        "gemm"
+                    };
+                    b.emit(g, &pl, kind, gemm::THREADS as u32, |e| {
+                        gemm::gemm(e, v, &fused_mm)
+                    })?
+                }
                 _ if !fused_mm.is_empty() => {
                     let kind = if fused_mm.len() > 1 {
                         "dual_matmul"

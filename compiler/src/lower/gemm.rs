@@ -1,0 +1,286 @@
+//! The tiled matrix multiply for matmuls of many input rows (prefill chunks): each
+//! work-group computes a tile of `TM` rows by `TN` columns (of each of its one or two
+//! matmuls), stepping through `k` by `u` units of 32 weights (`step_units`): the step's
+//! inputs and dequantized weights go through shared memory, so every input and weight
+//! element is loaded once per tile instead of once per output column or row.
+//!
+//! Invariants: thread `t` loads input row `t / 8`, inputs `4u * (t % 8) ..` of the step
+//! (adjacent threads read adjacent bytes); threads below `TN * u * nm` load one unit of
+//! weights each (matmul `t / (TN * u)`, column `t % (TN * u) / u`, unit `t % u` of the step,
+//! so adjacent threads read a column's adjacent units); every thread computes output row
+//! `t / 8`, columns `2 * (t % 8)` and the next, of each matmul. Each output sums its products
+//! in `k` order. An RMS norm in the prologue multiplies each input by its norm weight before
+//! the sum and the row's `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading
+//! threads add their squares in a butterfly, so all hold the same bits). Barriers sit
+//! outside any branch; rows and columns past the matmul's edge load clamped indices and
+//! store nothing.
+
+use super::expr::Emit;
+use super::kernels::{Launch, args, bytes, launch, store};
+use super::quant::unit;
+use crate::Result;
+use poot_ir::{DType, Graph, Value};
+use poot_kir::{Access, BinOp, CmpOp, Mem, Scalar, Special, UnOp, Val};
+
+/// Input rows from which a matmul runs as tiles; fewer (decode steps) use the GEMV template.
+pub const TILE_MIN_ROWS: usize = 16;
+/// Threads of a tiled work-group.
+pub const THREADS: usize = 128;
+/// Rows per tile.
+const TM: usize = 16;
+/// Columns per tile, of each matmul.
+const TN: usize = 16;
+/// Weights of a unit (a block of every block format, or 32 plain floats).
+const UNIT: usize = 32;
+/// The most units per step of `k`.
+const MAX_STEP_UNITS: usize = 4;
+const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
+
+/// One matmul's weight: its words, their count, dtype and bytes per row.
+type Weight = (Mem, usize, DType, usize);
+
+/// Whether matmul `mm` runs as tiles: enough input rows, and rows of whole units.
+pub fn applies(g: &Graph, mm: Value) -> bool {
+    let n = &g.nodes[mm];
+    let (x, w) = (n.args[0], n.args[1]);
+    let k = g.ty(w).shape.0[1];
+    k.is_multiple_of(UNIT) && g.ty(x).shape.numel() / k >= TILE_MIN_ROWS
+}
+
+/// Units per step of `k`: the most, up to `MAX_STEP_UNITS`, that divide the row's units, so
+/// a long row takes few steps (each waits for its loads about once).
+fn step_units(k: usize) -> usize {
+    (1..=MAX_STEP_UNITS)
+        .rev()
+        .find(|u| (k / UNIT).is_multiple_of(*u))
+        .unwrap_or(1)
+}
+
+/// Unit `unit` of column `col` of the matmul thread `local` loads for (`per` threads per
+/// matmul from `ws[i]` on), zeros for the threads past them.
+fn units(
+    e: &mut Emit,
+    ws: &[Weight],
+    i: usize,
+    per: usize,
+    [local, col, unit_at]: [Val; 3],
+    zero: Val,
+) -> Vec<Val> {
+    let Some(&(m, words, dt, rbytes)) = ws.get(i) else {
+        return vec![zero; UNIT];
+    };
+    let lim = e.u(per * (i + 1));
+    let cond = e.kb.cmp(CmpOp::Lt, local, lim);
+    e.kb.begin();
+    let then = unit(e, m, words, dt, col, unit_at, rbytes);
+    let then_b = e.kb.end();
+    e.kb.begin();
+    let els = units(e, ws, i + 1, per, [local, col, unit_at], zero);
+    let els_b = e.kb.end();
+    e.kb.finish_if(cond, then_b, then, els_b, els)
+}
+
+/// `x @ w^T` for one or two matmuls `mms` of the same `x` (a SwiGLU's gate and up), as
+/// tiles; the root is the matmul itself or an element-wise value of their shape computed
+/// from them (the epilogue, as in the GEMV template).
+pub fn gemm(e: &mut Emit, root: Value, mms: &[Value]) -> Result<Launch> {
+    let [x, w0] = args(e, mms[0])?;
+    let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
+    let rows = e.g.ty(x).shape.numel() / k;
+    let nm = mms.len();
+    let pro = e.pl.prologue_of(e.g, x).map(|v| {
+        let eps = match e.g.nodes[v].op {
+            poot_ir::Op::RmsNorm { eps } => eps.0,
+            _ => 0.0,
+        };
+        (e.g.nodes[v].args[0], e.g.nodes[v].args[1], eps)
+    });
+    let xm = match pro {
+        Some((x0, _, _)) => e.buffer(x0, Access::Read)?,
+        None => e.buffer(x, Access::Read)?,
+    };
+    let nwm = match pro {
+        Some((_, nw, _)) => Some(e.buffer(nw, Access::Read)?),
+        None => None,
+    };
+    let mut ws: Vec<Weight> = Vec::with_capacity(nm);
+    for &mm in mms {
+        let [_, w] = args(e, mm)?;
+        let dt = e.g.ty(w).dtype;
+        ws.push((
+            e.words(w)?,
+            bytes(e, w).div_ceil(4),
+            dt,
+            dt.bytes_for(k).unwrap_or(0),
+        ));
+    }
+    let out = e.buffer(root, Access::Write)?;
+    let root_ty = e.g.ty(root).clone();
+    let local = e.kb.special(Special::LocalX);
+    let gx = e.kb.special(Special::GroupX);
+    let gy = e.kb.special(Special::GroupY);
+    let eight = e.u(8);
+    let tr = e.kb.bin(BinOp::Div, local, eight);
+    let tc = e.kb.bin(BinOp::Rem, local, eight);
+    let tm = e.u(TM);
+    let m0 = e.kb.mul(gy, tm);
+    let tn = e.u(TN);
+    let n0 = e.kb.mul(gx, tn);
+    let row = e.kb.add(m0, tr);
+    let last_row = e.u(rows - 1);
+    let xrow = e.kb.bin(BinOp::Min, row, last_row);
+    let u = step_units(k);
+    let tk = UNIT * u;
+    let kv = e.u(k);
+    let per_thread = e.u(4 * u);
+    let kpart = e.kb.mul(tc, per_thread);
+    let xbase = e.kb.mul(xrow, kv);
+    let xbase = e.kb.add(xbase, kpart);
+    // This thread's weight unit: matmul `local / (TN * u)`, its column and unit in the step.
+    let per = TN * u;
+    let per_v = e.u(per);
+    let li = e.kb.bin(BinOp::Rem, local, per_v);
+    let uv = e.u(u);
+    let wc = e.kb.bin(BinOp::Div, li, uv);
+    let wu = e.kb.bin(BinOp::Rem, li, uv);
+    let wc = e.kb.add(n0, wc);
+    let last_col = e.u(n - 1);
+    let wcol = e.kb.bin(BinOp::Min, wc, last_col);
+    let loaders = e.u(per * nm);
+    let loads_w = e.kb.cmp(CmpOp::Lt, local, loaders);
+    // Where the thread's unit goes in `wt` (`[tk][TN * nm]`): row `wu * 32 + j`, column
+    // `local / per * TN + local % per / u`.
+    let wrow = TN * nm;
+    let mi = e.kb.bin(BinOp::Div, local, per_v);
+    let wcol_at = e.kb.mul(mi, tn);
+    let c_in = e.kb.bin(BinOp::Div, li, uv);
+    let wcol_at = e.kb.add(wcol_at, c_in);
+    let unit_row = e.u(UNIT * wrow);
+    let wdst = e.kb.mul(wu, unit_row);
+    let wdst = e.kb.add(wdst, wcol_at);
+    let xs_stride = TM + 1;
+    let xt = e.kb.shared(Scalar::F32, (tk * xs_stride) as u32);
+    let wt = e.kb.shared(Scalar::F32, (tk * wrow) as u32);
+    let zero = e.kb.f32(0.0);
+    let zero_u = e.u(0);
+    let steps = e.u(k / tk);
+    let two = e.u(2);
+    let tc2 = e.kb.mul(tc, two);
+    let init = vec![zero; 2 * nm + 1];
+    let acc = e.repeat(zero_u, steps, 1, &init, |e, s, acc| {
+        let tkv = e.u(tk);
+        let k0 = e.kb.mul(s, tkv);
+        let mut xv = Vec::with_capacity(u);
+        let mut nv = Vec::with_capacity(u);
+        for q in 0..u {
+            let o = e.u(4 * q);
+            let at = e.kb.add(xbase, k0);
+            let at = e.kb.add(at, o);
+            xv.push(e.kb.load(xm, at, 4));
+            if let Some(nm_) = nwm {
+                let at = e.kb.add(k0, kpart);
+                let at = e.kb.add(at, o);
+                nv.push(e.kb.load(nm_, at, 4));
+            }
+        }
+        let su = e.kb.mul(s, uv);
+        let unit_at = e.kb.add(su, wu);
+        let w = units(e, &ws, 0, per, [local, wcol, unit_at], zero);
+        let mut ssq = acc[2 * nm];
+        e.kb.barrier();
+        for (q, &x4) in xv.iter().enumerate() {
+            for c in 0..4 {
+                let x1 = e.kb.extract(x4, c as u8);
+                let y = match nv.get(q) {
+                    Some(&n4) => {
+                        ssq = e.kb.fma(x1, x1, ssq);
+                        let n1 = e.kb.extract(n4, c as u8);
+                        e.kb.mul(x1, n1)
+                    }
+                    None => x1,
+                };
+                let cv = e.u(4 * q + c);
+                let kk = e.kb.add(kpart, cv);
+                let s_ = e.u(xs_stride);
+                let at = e.kb.mul(kk, s_);
+                let at = e.kb.add(at, tr);
+                e.kb.store(xt, at, y);
+            }
+        }
+        e.when(loads_w, |e| {
+            for (j, &wv) in w.iter().enumerate() {
+                let o = e.u(j * wrow);
+                let at = e.kb.add(o, wdst);
+                e.kb.store(wt, at, wv);
+            }
+            Ok(())
+        })?;
+        e.kb.barrier();
+        let mut next = acc[..2 * nm].to_vec();
+        for kk in 0..tk {
+            let o = e.u(kk * xs_stride);
+            let at = e.kb.add(o, tr);
+            let x1 = e.kb.load(xt, at, 1);
+            for i in 0..nm {
+                let o = e.u(kk * wrow + i * TN);
+                let at = e.kb.add(o, tc2);
+                let w2 = e.kb.load(wt, at, 2);
+                for j in 0..2 {
+                    let wj = e.kb.extract(w2, j as u8);
+                    next[2 * i + j] = e.kb.fma(x1, wj, next[2 * i + j]);
+                }
+            }
+        }
+        next.push(ssq);
+        Ok(next)
+    })?;
+    let mut sums = acc[..2 * nm].to_vec();
+    if let Some((_, _, eps)) = pro {
+        let mut t = acc[2 * nm];
+        for mask in [1, 2, 4] {
+            let o = e.kb.expr(poot_kir::Expr::ShuffleXor(t, mask));
+            t = e.kb.add(t, o);
+        }
+        let kf = e.kb.f32(k as f32);
+        let ms = e.kb.bin(BinOp::Div, t, kf);
+        let epsv = e.kb.f32(eps);
+        let t = e.kb.add(ms, epsv);
+        let sq = e.kb.un(UnOp::Sqrt, t);
+        let one = e.kb.f32(1.0);
+        let scale = e.kb.bin(BinOp::Div, one, sq);
+        for s in &mut sums {
+            *s = e.kb.mul(*s, scale);
+        }
+    }
+    let rows_v = e.u(rows);
+    let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
+    let nv = e.u(n);
+    for j in 0..2 {
+        let jv = e.u(j);
+        let col = e.kb.add(n0, tc2);
+        let col = e.kb.add(col, jv);
+        let ok = e.kb.cmp(CmpOp::Lt, col, nv);
+        let ok = e.kb.bin(BinOp::And, ok, row_ok);
+        let colc = e.kb.bin(BinOp::Min, col, last_col);
+        let rn = e.kb.mul(xrow, nv);
+        let at = e.kb.add(rn, colc);
+        let y = if mms == [root] {
+            sums[j]
+        } else {
+            for (i, &mm) in mms.iter().enumerate() {
+                e.set_override(mm, sums[2 * i + j]);
+            }
+            let idx = e.unravel(&root_ty.shape.0, at);
+            e.compute(root, &idx)?
+        };
+        e.when(ok, |e| {
+            store(e, out, at, y, root_ty.dtype);
+            Ok(())
+        })?;
+    }
+    let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
+    Ok(launch(
+        [n.div_ceil(TN), rows.div_ceil(TM), 1],
+        wbytes + 4 * rows * k,
+    ))
+}
