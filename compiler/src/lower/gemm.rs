@@ -19,9 +19,10 @@
 
 use super::expr::{Buf, Emit};
 use super::kernels::{Launch, args, bytes, launch, store};
+use super::place::{Place, Placement};
 use super::quant::unit;
 use crate::Result;
-use poot_ir::{DType, Graph, Value};
+use poot_ir::{DType, Graph, Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// Input rows from which a matmul runs as tiles; fewer (decode steps) use the GEMV template.
@@ -36,13 +37,15 @@ const TN: usize = 16;
 const UNIT: usize = 32;
 /// The most units per step of `k`.
 const MAX_STEP_UNITS: usize = 4;
-/// Work-groups a tiled matmul aims for: where tiles alone are fewer than half as many,
-/// `k` is split over `group_id.z` until they are this many (about two per SM of a large GPU
-/// such as the H200's 132), so a few rows do not run as a few long, latency-bound
-/// work-groups. A split dispatch counts its parts in `Buf::Counters`, so it is not merged
-/// with its neighbours. On the H200 (SmolLM2, CUDA) splitting every grid under 264 tiles
-/// took the 16-token chunk from 1751.6 to 1385.1 us but the 64-token one from 2898.0 to
-/// 2953.8 us, its 144-tile grids split in two and its q/k/v no longer merged.
+/// Work-groups a tiled matmul aims for: where the tiles running side by side (see
+/// `side_by_side`) are fewer than half as many, `k` is split over `group_id.z` until they are
+/// this many (about two per SM of a large GPU such as the H200's 132), so a few rows do not
+/// run as a few long, latency-bound work-groups. A split dispatch counts its parts in
+/// `Buf::Counters`, so it is not merged with its neighbours. On the H200 (SmolLM2, CUDA)
+/// splitting every grid under 264 tiles took the 16-token chunk from 1751.6 to 1385.1 us but
+/// the 64-token one from 2898.0 to 2953.8 us (its 144-tile grids split in two, its q/k/v no
+/// longer merged); splitting each grid under 132 alone, 3255.3 us (its 48-tile k and v
+/// split, its q/k/v no longer merged).
 const TARGET_GROUPS: usize = 264;
 const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
 
@@ -66,7 +69,36 @@ fn step_units(k: usize) -> usize {
         .unwrap_or(1)
 }
 
-/// Parts `k`'s `steps` are split into for a grid of `groups` tiles (see `TARGET_GROUPS`).
+/// Tiles of matmul `mm`.
+fn tiles(g: &Graph, mm: Value) -> usize {
+    let n = &g.nodes[mm];
+    let wd = &g.ty(n.args[1]).shape.0;
+    let rows = g.ty(n.args[0]).shape.numel() / wd[1];
+    wd[0].div_ceil(TN) * rows.div_ceil(TM)
+}
+
+/// Tiles of the dispatches that run side by side with the kernel of `mms` (one or two
+/// matmuls of one input): its own, and those of the other tiled matmuls of that input with a
+/// kernel of their own (a q/k/v's three, which `merge` runs as one dispatch).
+pub fn side_by_side(g: &Graph, pl: &Placement, mms: &[Value]) -> usize {
+    let x = g.nodes[mms[0]].args[0];
+    let others: usize = g
+        .nodes
+        .iter()
+        .filter(|&(m, n)| {
+            n.op == Op::MatMul
+                && n.args[0] == x
+                && !mms.contains(&m)
+                && pl.place[m] == Place::Buffer
+                && applies(g, m)
+        })
+        .map(|(m, _)| tiles(g, m))
+        .sum();
+    tiles(g, mms[0]) + others
+}
+
+/// Parts `k`'s `steps` are split into where `groups` tiles run side by side (see
+/// `TARGET_GROUPS`).
 fn k_splits(steps: usize, groups: usize) -> usize {
     if 2 * groups >= TARGET_GROUPS {
         1
@@ -162,7 +194,7 @@ fn units(
 /// `x @ w^T` for one or two matmuls `mms` of the same `x` (a SwiGLU's gate and up), as
 /// tiles; the root is the matmul itself or an element-wise value of their shape computed
 /// from them (the epilogue, as in the GEMV template).
-pub fn gemm(e: &mut Emit, root: Value, mms: &[Value]) -> Result<Launch> {
+pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Launch> {
     let [x, w0] = args(e, mms[0])?;
     let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
@@ -242,7 +274,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value]) -> Result<Launch> {
     let zero = e.kb.f32(0.0);
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(TM));
-    let ks = k_splits(steps, gxn * gyn);
+    let ks = k_splits(steps, side);
     // This work-group's steps: part `group_id.z` of `ks`.
     let z = e.kb.special(Special::GroupZ);
     let steps_v = e.u(steps);

@@ -166,7 +166,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             (_, Place::Buffer) => match &n.op {
                 Op::MatMul if gemm::applies(g, v) => {
                     b.emit(g, &pl, "gemm", gemm::THREADS as u32, |e| {
-                        gemm::gemm(e, v, &[v])
+                        gemm::gemm(e, v, &[v], gemm::side_by_side(g, &pl, &[v]))
                     })?
                 }
                 Op::MatMul => b.emit(g, &pl, "matmul", kernels::MM_WARPS as u32 * sub, |e| {
@@ -179,7 +179,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                         "gemm"
                     };
                     b.emit(g, &pl, kind, gemm::THREADS as u32, |e| {
-                        gemm::gemm(e, v, &fused_mm)
+                        gemm::gemm(e, v, &fused_mm, gemm::side_by_side(g, &pl, &fused_mm))
                     })?
                 }
                 _ if !fused_mm.is_empty() => {
