@@ -608,17 +608,7 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             Ok(())
         })?;
         // The last split of this (row, token, head) to finish combines the records.
-        let counters = e.mem(Buf::Counters, Scalar::U32, Access::ReadWrite);
-        let arrived_at = e.kb.shared(Scalar::U32, 1);
-        e.kb.fence();
-        e.kb.barrier();
-        e.when(lead, |e| {
-            let old = e.kb.atomic_fetch(ReduceOp::Add, counters, rth, one);
-            e.kb.store(arrived_at, zero_u, old);
-            Ok(())
-        })?;
-        e.kb.barrier();
-        let arrived = e.kb.load(arrived_at, zero_u, 1);
+        let arrived = e.arrive(rth);
         let n = match s.n_live {
             Some(n) => n,
             None => e.u(s.splits),
@@ -628,10 +618,8 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         e.when(last, |e| {
             e.kb.fence();
             combine(e, out, part, rth, [d, s.splits, span], s.n_live)?;
-            e.when(lead, |e| {
-                e.kb.atomic(ReduceOp::Min, counters, rth, zero_u);
-                Ok(())
-            })
+            e.depart(rth);
+            Ok(())
         })
     })
 }

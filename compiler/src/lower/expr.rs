@@ -130,6 +130,38 @@ impl<'a> Emit<'a> {
         self.overrides.insert(v, x);
     }
 
+    /// Counts this work-group in word `index` of `Buf::Counters`, after a fence and a barrier
+    /// (so everything the work-group stored is visible to whichever group counts last), and
+    /// returns in every thread how many groups had counted before it.
+    pub fn arrive(&mut self, index: Val) -> Val {
+        let counters = self.mem(Buf::Counters, KS::U32, Access::ReadWrite);
+        let arrived_at = self.kb.shared(KS::U32, 1);
+        self.kb.fence();
+        self.kb.barrier();
+        let local = self.kb.special(poot_kir::Special::LocalX);
+        let zero = self.u(0);
+        let lead = self.kb.cmp(KCmp::Eq, local, zero);
+        let one = self.u(1);
+        self.kb.if_then(lead, |b| {
+            let old = b.atomic_fetch(poot_kir::ReduceOp::Add, counters, index, one);
+            b.store(arrived_at, zero, old);
+        });
+        self.kb.barrier();
+        self.kb.load(arrived_at, zero, 1)
+    }
+
+    /// Restores word `index` of `Buf::Counters` to zero (by the work-group's first thread),
+    /// as the last group to `arrive` must before its dispatch ends.
+    pub fn depart(&mut self, index: Val) {
+        let counters = self.mem(Buf::Counters, KS::U32, Access::ReadWrite);
+        let local = self.kb.special(poot_kir::Special::LocalX);
+        let zero = self.u(0);
+        let lead = self.kb.cmp(KCmp::Eq, local, zero);
+        self.kb.if_then(lead, |b| {
+            b.atomic(poot_kir::ReduceOp::Min, counters, index, zero)
+        });
+    }
+
     /// A u32 constant.
     pub fn u(&mut self, x: usize) -> Val {
         self.kb.u32(x as u32)

@@ -18,12 +18,12 @@
 //! last part of a tile to finish adds them in part order (see `split_finish`).
 
 use super::expr::{Buf, Emit};
-use super::kernels::{Launch, args, bytes, launch, store};
+use super::kernels::{Launch, Operands, Weight, args, inv_rms, launch, operands, store};
 use super::place::{Place, Placement};
 use super::quant::unit;
 use crate::Result;
-use poot_ir::{DType, Graph, Op, Value};
-use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_ir::{Graph, Op, Value};
+use poot_kir::{Access, BinOp, CmpOp, Mem, Scalar, Special, Val};
 
 /// Input rows from which a matmul runs as tiles; fewer (decode steps) use the GEMV template.
 pub const TILE_MIN_ROWS: usize = 16;
@@ -48,9 +48,6 @@ const MAX_STEP_UNITS: usize = 4;
 /// split, its q/k/v no longer merged).
 const TARGET_GROUPS: usize = 264;
 const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
-
-/// One matmul's weight: its words, their count, dtype and bytes per row.
-type Weight = (Mem, usize, DType, usize);
 
 /// Whether matmul `mm` runs as tiles: enough input rows, and rows of whole units.
 pub fn applies(g: &Graph, mm: Value) -> bool {
@@ -126,13 +123,7 @@ struct Outputs<'a> {
 fn finish(e: &mut Emit, o: &Outputs, sums: &[Val], ssq: Val) -> Result<()> {
     let mut sums = sums.to_vec();
     if let Some((eps, k)) = o.norm {
-        let kf = e.kb.f32(k as f32);
-        let ms = e.kb.bin(BinOp::Div, ssq, kf);
-        let epsv = e.kb.f32(eps);
-        let t = e.kb.add(ms, epsv);
-        let sq = e.kb.un(UnOp::Sqrt, t);
-        let one = e.kb.f32(1.0);
-        let scale = e.kb.bin(BinOp::Div, one, sq);
+        let scale = inv_rms(e, ssq, k, eps);
         for s in &mut sums {
             *s = e.kb.mul(*s, scale);
         }
@@ -199,32 +190,8 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
     let nm = mms.len();
-    let pro = e.pl.prologue_of(e.g, x).map(|v| {
-        let eps = match e.g.nodes[v].op {
-            poot_ir::Op::RmsNorm { eps } => eps.0,
-            _ => 0.0,
-        };
-        (e.g.nodes[v].args[0], e.g.nodes[v].args[1], eps)
-    });
-    let xm = match pro {
-        Some((x0, _, _)) => e.buffer(x0, Access::Read)?,
-        None => e.buffer(x, Access::Read)?,
-    };
-    let nwm = match pro {
-        Some((_, nw, _)) => Some(e.buffer(nw, Access::Read)?),
-        None => None,
-    };
-    let mut ws: Vec<Weight> = Vec::with_capacity(nm);
-    for &mm in mms {
-        let [_, w] = args(e, mm)?;
-        let dt = e.g.ty(w).dtype;
-        ws.push((
-            e.words(w)?,
-            bytes(e, w).div_ceil(4),
-            dt,
-            dt.bytes_for(k).unwrap_or(0),
-        ));
-    }
+    let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
+    let nwm = norm.map(|(m, _)| m);
     let out = e.buffer(root, Access::Write)?;
     let local = e.kb.special(Special::LocalX);
     let gx = e.kb.special(Special::GroupX);
@@ -357,7 +324,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     })?;
     // The row's sum of squares: its eight loading threads' partial sums, in a butterfly.
     let mut ssq = acc[2 * nm];
-    if pro.is_some() {
+    if norm.is_some() {
         for mask in [1, 2, 4] {
             let o = e.kb.expr(poot_kir::Expr::ShuffleXor(ssq, mask));
             ssq = e.kb.add(ssq, o);
@@ -370,7 +337,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         root,
         mms,
         out,
-        norm: pro.map(|(_, _, eps)| (eps, k)),
+        norm: norm.map(|(_, eps)| (eps, k)),
         row: [row, xrow, row_ok],
         cols: [first_col, last_col],
         n,
@@ -405,7 +372,6 @@ fn split_finish(
     let nm = o.mms.len();
     let n = o.n;
     let part = e.mem(Buf::Scratch(o.root, 0), Scalar::F32, Access::ReadWrite);
-    let counters = e.mem(Buf::Counters, Scalar::U32, Access::ReadWrite);
     let [_, xrow, row_ok] = o.row;
     let [first, last_col] = o.cols;
     let nv = e.u(n);
@@ -458,21 +424,10 @@ fn split_finish(
             Ok(())
         })?;
     }
-    e.kb.fence();
-    e.kb.barrier();
     let gxv = e.u(gxn);
     let tile = e.kb.mul(gy, gxv);
     let tile = e.kb.add(tile, gx);
-    let lead = e.kb.cmp(CmpOp::Eq, local, zero_u);
-    let arrived_at = e.kb.shared(Scalar::U32, 1);
-    let one = e.u(1);
-    e.when(lead, |e| {
-        let old = e.kb.atomic_fetch(ReduceOp::Add, counters, tile, one);
-        e.kb.store(arrived_at, zero_u, old);
-        Ok(())
-    })?;
-    e.kb.barrier();
-    let arrived = e.kb.load(arrived_at, zero_u, 1);
+    let arrived = e.arrive(tile);
     let before_last = e.u(ks - 1);
     let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
     e.when(last, |e| {
@@ -502,9 +457,7 @@ fn split_finish(
         }
         let ssq_total = if o.norm.is_some() { total[2 * nm] } else { ssq };
         finish(e, o, &total[..2 * nm], ssq_total)?;
-        e.when(lead, |e| {
-            e.kb.atomic(ReduceOp::Min, counters, tile, zero_u);
-            Ok(())
-        })
+        e.depart(tile);
+        Ok(())
     })
 }

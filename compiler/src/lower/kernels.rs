@@ -128,6 +128,63 @@ pub fn gather_rows(e: &mut Emit, root: Value) -> Result<Launch> {
     ))
 }
 
+/// An RMS norm's `1 / sqrt(sum_sq / n + eps)`, with `poot_eval`'s operations.
+pub(super) fn inv_rms(e: &mut Emit, sum_sq: Val, n: usize, eps: f32) -> Val {
+    let nf = e.kb.f32(n as f32);
+    let ms = e.kb.bin(BinOp::Div, sum_sq, nf);
+    let epsv = e.kb.f32(eps);
+    let t = e.kb.add(ms, epsv);
+    let s = e.kb.un(UnOp::Sqrt, t);
+    let one = e.kb.f32(1.0);
+    e.kb.bin(BinOp::Div, one, s)
+}
+
+/// One matmul's weight bound in a kernel: its words, their count, dtype and bytes per row.
+pub(super) type Weight = (Mem, usize, DType, usize);
+
+/// The operands of one or two matmuls `mms` of one input `x`, bound in a kernel: the input
+/// rows (the norm's input where `x` is an RMS norm computed in the prologue, with the norm's
+/// weight and epsilon), and each matmul's weight.
+pub(super) struct Operands {
+    /// The input rows read.
+    pub x: Mem,
+    /// The prologue norm's weight and epsilon.
+    pub norm: Option<(Mem, f32)>,
+    /// Each matmul's weight.
+    pub ws: Vec<Weight>,
+}
+
+/// Binds the operands of `mms` (rows of `k` weights).
+pub(super) fn operands(e: &mut Emit, mms: &[Value], k: usize) -> Result<Operands> {
+    let [x, _] = args(e, mms[0])?;
+    let (x, norm) = match e.pl.prologue_of(e.g, x) {
+        Some(v) => {
+            let eps = match e.g.nodes[v].op {
+                poot_ir::Op::RmsNorm { eps } => eps.0,
+                _ => 0.0,
+            };
+            let [x0, nw] = args(e, v)?;
+            (
+                e.buffer(x0, Access::Read)?,
+                Some((e.buffer(nw, Access::Read)?, eps)),
+            )
+        }
+        None => (e.buffer(x, Access::Read)?, None),
+    };
+    let mut ws = Vec::with_capacity(mms.len());
+    for &mm in mms {
+        let [_, w] = args(e, mm)?;
+        let dt = e.g.ty(w).dtype;
+        ws.push((
+            e.words(w)?,
+            bytes(e, w).div_ceil(4),
+            dt,
+            dt.bytes_for(k).unwrap_or(0),
+        ));
+    }
+    Ok(Operands { x, norm, ws })
+}
+
 /// Subgroups per matmul work-group, one output column each.
 pub(super) const MM_WARPS: usize = 4;
 /// Input rows per matmul work-group.
@@ -198,34 +255,8 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let rows = e.g.ty(x).shape.numel() / k;
     let rb = rows.min(MM_ROWS);
     // An RMS norm in the prologue: x = (x0 * r) * nw, with r per row computed here.
-    let pro = e.pl.prologue_of(e.g, x).map(|v| {
-        let eps = match e.g.nodes[v].op {
-            poot_ir::Op::RmsNorm { eps } => eps.0,
-            _ => 0.0,
-        };
-        (e.g.nodes[v].args[0], e.g.nodes[v].args[1], eps)
-    });
-    let xm = match pro {
-        Some((x0, _, _)) => e.buffer(x0, Access::Read)?,
-        None => e.buffer(x, Access::Read)?,
-    };
-    let nwm = match pro {
-        Some((_, nw, _)) => Some(e.buffer(nw, Access::Read)?),
-        None => None,
-    };
-    // Per matmul: (weight words, their count, dtype, bytes per row).
-    let mut ws = Vec::with_capacity(mms.len());
-    for &mm in mms {
-        let [_, w] = args(e, mm)?;
-        let wt = e.g.ty(w).clone();
-        let words = bytes(e, w).div_ceil(4);
-        ws.push((
-            e.words(w)?,
-            words,
-            wt.dtype,
-            wt.dtype.bytes_for(k).unwrap_or(0),
-        ));
-    }
+    let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
+    let nwm = norm.map(|(m, _)| m);
     let out = e.buffer(root, Access::Write)?;
     let root_ty = e.g.ty(root).clone();
     let sub_v = e.u(sub as usize);
@@ -291,7 +322,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         };
         // The norm's 1 / sqrt(mean(x0^2) + eps) for each row of this work-group.
         let mut scales = Vec::new();
-        if let Some((_, _, eps)) = pro {
+        if let Some((_, eps)) = norm {
             let lw = if k.is_multiple_of(4) { 4 } else { 1 };
             let lwv = e.u(lw);
             let start = e.kb.mul(lane, lwv);
@@ -321,13 +352,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 }
                 let ss = [e.kb.add(partial[0], partial[1])];
                 let total = e.kb.subgroup_reduce(ReduceOp::Add, ss[0]);
-                let kf = e.kb.f32(k as f32);
-                let ms = e.kb.bin(BinOp::Div, total, kf);
-                let epsv = e.kb.f32(eps);
-                let t = e.kb.add(ms, epsv);
-                let sq = e.kb.un(UnOp::Sqrt, t);
-                let one = e.kb.f32(1.0);
-                scales.push(e.kb.bin(BinOp::Div, one, sq));
+                scales.push(inv_rms(e, total, k, eps));
             }
         }
         // Accumulator of matmul i, column j, row r at (j * nm + i) * rb + r.
@@ -542,13 +567,7 @@ pub fn rms_norm(e: &mut Emit, root: Value, eps: f32, sub: u32) -> Result<Launch>
         let p = e.kb.load(sh, iv, 1);
         total = e.kb.add(total, p);
     }
-    let nf = e.kb.f32(n as f32);
-    let ms = e.kb.bin(BinOp::Div, total, nf);
-    let epsv = e.kb.f32(eps);
-    let t = e.kb.add(ms, epsv);
-    let s = e.kb.un(UnOp::Sqrt, t);
-    let one = e.kb.f32(1.0);
-    let r = e.kb.bin(BinOp::Div, one, s);
+    let r = inv_rms(e, total, n, eps);
     e.repeat(local, nv, NORM_THREADS as u32, &[], |e, kk, _| {
         let xv = element(e, kk)?;
         let wv = e.value(w, &[kk])?;
