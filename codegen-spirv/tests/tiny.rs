@@ -1,5 +1,6 @@
-//! Every kernel of the tiny llama and qwen2 models (decode and prefill chunks of 4 and 12
-//! tokens, the second with tiled matmuls; two rows, a 300-position cache, so attention splits in three), lowered for 32-wide subgroups as `poot-compile` lowers them,
+//! Every kernel of the tiny llama and qwen2 models (decode and prefill chunks of 4, 12, 20
+//! and 36 tokens, the last three with tiled matmuls of one, two and four rows a thread; two
+//! rows, a 300-position cache, so attention splits in three), lowered for 32-wide subgroups as `poot-compile` lowers them,
 //! rendered for `vulkan12()` (native subgroups) and `lavapipe()` (the shared-memory fallback),
 //! must pass spirv-val (when present) and naga. No goldens: `snapshots/ptx` already shows these
 //! kernels, and the renderer's own goldens cover the instructions.
@@ -23,6 +24,8 @@ fn kernels(family: Family) -> Vec<Kernel> {
         StepShape::decode(rows, cap),
         StepShape::prefill(rows, 4, cap),
         StepShape::prefill(rows, 12, cap),
+        StepShape::prefill(rows, 20, cap),
+        StepShape::prefill(rows, 36, cap),
     ] {
         let mut g = trace(&model, step).unwrap();
         optimize(&mut g, PassOptions::default()).unwrap();

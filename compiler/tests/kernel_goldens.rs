@@ -1,5 +1,6 @@
 //! Golden text of every kernel of the tiny llama and qwen2 bundles (decode and prefill
-//! chunks of 4 and 12 tokens, the second with tiled matmuls; a 300-position cache so attention splits in three), for each code target a bundle
+//! chunks of 4, 12 and 36 tokens, the last two with tiled matmuls of one and four rows a
+//! thread; a 300-position cache so attention splits in three), for each code target a bundle
 //! can carry, from one compile per family:
 //! - PTX for sm_90 in `snapshots/ptx/`, beside the renderer's own goldens, where
 //!   `codegen-ptx/tests/ptxas.rs` assembles each one with `ptxas -arch=sm_90`;
@@ -37,7 +38,7 @@ fn goldens(family: Family) {
     let opts = CompileOptions {
         cap: 300,
         rows: 2,
-        prefill_chunks: vec![4, 12],
+        prefill_chunks: vec![4, 12, 36],
         targets: vec![
             Target::Ptx { sm: 90 },
             Target::Spirv {

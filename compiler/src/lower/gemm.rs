@@ -1,14 +1,16 @@
 //! The tiled matrix multiply for matmuls of many input rows (prefill chunks): each
-//! work-group computes a tile of `TM` rows by `TN` columns (of each of its one or two
-//! matmuls), stepping through `k` by `u` units of 32 weights (`step_units`): the step's
-//! inputs and dequantized weights go through shared memory, so every input and weight
-//! element is loaded once per tile instead of once per output column or row.
+//! work-group computes a tile of `TM * rm` rows by `TN` columns (of each of its one or two
+//! matmuls; `rm` rows per thread, `rows_per_thread`), stepping through `k` by `u` units of 32
+//! weights (`step_units`): the step's inputs and dequantized weights go through shared
+//! memory, so every input and weight element is loaded once per tile instead of once per
+//! output column or row.
 //!
-//! Invariants: thread `t` loads input row `t / 8`, inputs `4u * (t % 8) ..` of the step
-//! (adjacent threads read adjacent bytes); threads below `TN * u * nm` load one unit of
-//! weights each (matmul `t / (TN * u)`, column `t % (TN * u) / u`, unit `t % u` of the step,
-//! so adjacent threads read a column's adjacent units); every thread computes output row
-//! `t / 8`, columns `2 * (t % 8)` and the next, of each matmul. Each output sums its products
+//! Invariants: thread `t` loads input rows `t / 8 + 16 * i` (`i < rm`), inputs
+//! `4u * (t % 8) ..` of the step (adjacent threads read adjacent bytes); threads below
+//! `TN * u * nm` load one unit of weights each (matmul `t / (TN * u)`, column
+//! `t % (TN * u) / u`, unit `t % u` of the step, so adjacent threads read a column's adjacent
+//! units); every thread computes the same output rows, columns `2 * (t % 8)` and the next,
+//! of each matmul. Each output sums its products
 //! in `k` order. An RMS norm in the prologue multiplies each input by its norm weight before
 //! the sum and the row's `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading
 //! threads add their squares in a butterfly, so all hold the same bits). Barriers sit
@@ -29,8 +31,11 @@ use poot_kir::{Access, BinOp, CmpOp, Mem, Scalar, Special, Val};
 pub const TILE_MIN_ROWS: usize = 16;
 /// Threads of a tiled work-group.
 pub const THREADS: usize = 128;
-/// Rows per tile.
+/// Rows per tile per row a thread computes (a thread computes rows `t / 8 + 16 * i`).
 const TM: usize = 16;
+/// The most shared memory a tiled work-group's step uses, in bytes (the SPIR-V targets have
+/// 32 KiB, part of which a subgroup fallback's scratch may take).
+const MAX_SHARED: usize = 24 * 1024;
 /// Columns per tile, of each matmul.
 const TN: usize = 16;
 /// Weights of a unit (a block of every block format, or 32 plain floats).
@@ -49,6 +54,19 @@ const MAX_STEP_UNITS: usize = 4;
 const TARGET_GROUPS: usize = 264;
 const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
 
+/// Rows each thread computes for a matmul of `rows` input rows: four (a 64-row tile) for a
+/// 64-token chunk, so each weight loaded from shared memory serves four products. On the
+/// H200 (SmolLM2, `poot bench --steps 50`, twice each) its 64-token chunk went from 2911.9
+/// and 2901.7 us to 2456.8 and 2455.9 on CUDA, from 3631.7 and 3642.3 to 3473.4 and 3489.8
+/// on Vulkan.
+fn rows_per_thread(rows: usize) -> usize {
+    match rows {
+        64.. => 4,
+        32.. => 2,
+        _ => 1,
+    }
+}
+
 /// Whether matmul `mm` runs as tiles: enough input rows, and rows of whole units.
 pub fn applies(g: &Graph, mm: Value) -> bool {
     let n = &g.nodes[mm];
@@ -57,12 +75,13 @@ pub fn applies(g: &Graph, mm: Value) -> bool {
     k.is_multiple_of(UNIT) && g.ty(x).shape.numel() / k >= TILE_MIN_ROWS
 }
 
-/// Units per step of `k`: the most, up to `MAX_STEP_UNITS`, that divide the row's units, so
-/// a long row takes few steps (each waits for its loads about once).
-fn step_units(k: usize) -> usize {
+/// Units per step of `k`: the most, up to `MAX_STEP_UNITS`, that divide the row's units and
+/// keep a step of `tm` rows and `nm` matmuls within `MAX_SHARED`, so a long row takes few
+/// steps (each waits for its loads about once).
+fn step_units(k: usize, tm: usize, nm: usize) -> usize {
     (1..=MAX_STEP_UNITS)
         .rev()
-        .find(|u| (k / UNIT).is_multiple_of(*u))
+        .find(|&u| (k / UNIT).is_multiple_of(u) && 4 * UNIT * u * (tm + 1 + TN * nm) <= MAX_SHARED)
         .unwrap_or(1)
 }
 
@@ -71,7 +90,7 @@ fn tiles(g: &Graph, mm: Value) -> usize {
     let n = &g.nodes[mm];
     let wd = &g.ty(n.args[1]).shape.0;
     let rows = g.ty(n.args[0]).shape.numel() / wd[1];
-    wd[0].div_ceil(TN) * rows.div_ceil(TM)
+    wd[0].div_ceil(TN) * rows.div_ceil(TM * rows_per_thread(rows))
 }
 
 /// Tiles of the dispatches that run side by side with the kernel of `mms` (one or two
@@ -199,20 +218,34 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let eight = e.u(8);
     let tr = e.kb.bin(BinOp::Div, local, eight);
     let tc = e.kb.bin(BinOp::Rem, local, eight);
-    let tm = e.u(TM);
-    let m0 = e.kb.mul(gy, tm);
+    let rm = rows_per_thread(rows);
+    let tm = TM * rm;
+    let tm_v = e.u(tm);
+    let m0 = e.kb.mul(gy, tm_v);
     let tn = e.u(TN);
     let n0 = e.kb.mul(gx, tn);
-    let row = e.kb.add(m0, tr);
     let last_row = e.u(rows - 1);
-    let xrow = e.kb.bin(BinOp::Min, row, last_row);
-    let u = step_units(k);
+    // The thread's rows: `tr + 16 * i` of the tile, each clamped to the last row.
+    let trows: Vec<(Val, Val)> = (0..rm)
+        .map(|i| {
+            let o = e.u(TM * i);
+            let r = e.kb.add(m0, tr);
+            let r = e.kb.add(r, o);
+            (r, e.kb.bin(BinOp::Min, r, last_row))
+        })
+        .collect();
+    let u = step_units(k, tm, nm);
     let tk = UNIT * u;
     let kv = e.u(k);
     let per_thread = e.u(4 * u);
     let kpart = e.kb.mul(tc, per_thread);
-    let xbase = e.kb.mul(xrow, kv);
-    let xbase = e.kb.add(xbase, kpart);
+    let xbases: Vec<Val> = trows
+        .iter()
+        .map(|&(_, xr)| {
+            let b = e.kb.mul(xr, kv);
+            e.kb.add(b, kpart)
+        })
+        .collect();
     // This thread's weight unit: matmul `local / (TN * u)`, its column and unit in the step.
     let per = TN * u;
     let per_v = e.u(per);
@@ -235,12 +268,12 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let unit_row = e.u(UNIT * wrow);
     let wdst = e.kb.mul(wu, unit_row);
     let wdst = e.kb.add(wdst, wcol_at);
-    let xs_stride = TM + 1;
+    let xs_stride = tm + 1;
     let xt = e.kb.shared(Scalar::F32, (tk * xs_stride) as u32);
     let wt = e.kb.shared(Scalar::F32, (tk * wrow) as u32);
     let zero = e.kb.f32(0.0);
     let steps = k / tk;
-    let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(TM));
+    let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
     let ks = k_splits(steps, side);
     // This work-group's steps: part `group_id.z` of `ks`.
     let z = e.kb.special(Special::GroupZ);
@@ -254,17 +287,22 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let s1 = e.kb.bin(BinOp::Div, s1, ks_v);
     let two = e.u(2);
     let tc2 = e.kb.mul(tc, two);
-    let init = vec![zero; 2 * nm + 1];
+    // Carried: the sums of (row i, matmul mi, column j) at (i * nm + mi) * 2 + j, then each
+    // row's sum of squares.
+    let sums_n = 2 * nm * rm;
+    let init = vec![zero; sums_n + rm];
     let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
         let tkv = e.u(tk);
         let k0 = e.kb.mul(s, tkv);
-        let mut xv = Vec::with_capacity(u);
+        let mut xv = vec![Vec::with_capacity(u); rm];
         let mut nv = Vec::with_capacity(u);
         for q in 0..u {
             let o = e.u(4 * q);
-            let at = e.kb.add(xbase, k0);
-            let at = e.kb.add(at, o);
-            xv.push(e.kb.load(xm, at, 4));
+            for (xs, &xb) in xv.iter_mut().zip(&xbases) {
+                let at = e.kb.add(xb, k0);
+                let at = e.kb.add(at, o);
+                xs.push(e.kb.load(xm, at, 4));
+            }
             if let Some(nm_) = nwm {
                 let at = e.kb.add(k0, kpart);
                 let at = e.kb.add(at, o);
@@ -274,25 +312,29 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         let su = e.kb.mul(s, uv);
         let unit_at = e.kb.add(su, wu);
         let w = units(e, &ws, 0, per, [local, wcol, unit_at], zero);
-        let mut ssq = acc[2 * nm];
+        let mut ssq = acc[sums_n..].to_vec();
         e.kb.barrier();
-        for (q, &x4) in xv.iter().enumerate() {
-            for c in 0..4 {
-                let x1 = e.kb.extract(x4, c as u8);
-                let y = match nv.get(q) {
-                    Some(&n4) => {
-                        ssq = e.kb.fma(x1, x1, ssq);
-                        let n1 = e.kb.extract(n4, c as u8);
-                        e.kb.mul(x1, n1)
-                    }
-                    None => x1,
-                };
-                let cv = e.u(4 * q + c);
-                let kk = e.kb.add(kpart, cv);
-                let s_ = e.u(xs_stride);
-                let at = e.kb.mul(kk, s_);
-                let at = e.kb.add(at, tr);
-                e.kb.store(xt, at, y);
+        for (i, xs) in xv.iter().enumerate() {
+            let ro = e.u(TM * i);
+            let tri = e.kb.add(tr, ro);
+            for (q, &x4) in xs.iter().enumerate() {
+                for c in 0..4 {
+                    let x1 = e.kb.extract(x4, c as u8);
+                    let y = match nv.get(q) {
+                        Some(&n4) => {
+                            ssq[i] = e.kb.fma(x1, x1, ssq[i]);
+                            let n1 = e.kb.extract(n4, c as u8);
+                            e.kb.mul(x1, n1)
+                        }
+                        None => x1,
+                    };
+                    let cv = e.u(4 * q + c);
+                    let kk = e.kb.add(kpart, cv);
+                    let s_ = e.u(xs_stride);
+                    let at = e.kb.mul(kk, s_);
+                    let at = e.kb.add(at, tri);
+                    e.kb.store(xt, at, y);
+                }
             }
         }
         e.when(loads_w, |e| {
@@ -304,50 +346,62 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
             Ok(())
         })?;
         e.kb.barrier();
-        let mut next = acc[..2 * nm].to_vec();
+        let mut next = acc[..sums_n].to_vec();
         for kk in 0..tk {
-            let o = e.u(kk * xs_stride);
-            let at = e.kb.add(o, tr);
-            let x1 = e.kb.load(xt, at, 1);
-            for i in 0..nm {
-                let o = e.u(kk * wrow + i * TN);
+            let xs: Vec<Val> = (0..rm)
+                .map(|i| {
+                    let o = e.u(kk * xs_stride + TM * i);
+                    let at = e.kb.add(o, tr);
+                    e.kb.load(xt, at, 1)
+                })
+                .collect();
+            for mi in 0..nm {
+                let o = e.u(kk * wrow + mi * TN);
                 let at = e.kb.add(o, tc2);
                 let w2 = e.kb.load(wt, at, 2);
                 for j in 0..2 {
                     let wj = e.kb.extract(w2, j as u8);
-                    next[2 * i + j] = e.kb.fma(x1, wj, next[2 * i + j]);
+                    for (i, &x1) in xs.iter().enumerate() {
+                        let a = (i * nm + mi) * 2 + j;
+                        next[a] = e.kb.fma(x1, wj, next[a]);
+                    }
                 }
             }
         }
-        next.push(ssq);
+        next.extend(ssq);
         Ok(next)
     })?;
-    // The row's sum of squares: its eight loading threads' partial sums, in a butterfly.
-    let mut ssq = acc[2 * nm];
-    if norm.is_some() {
-        for mask in [1, 2, 4] {
-            let o = e.kb.expr(poot_kir::Expr::ShuffleXor(ssq, mask));
-            ssq = e.kb.add(ssq, o);
-        }
-    }
+    // Each row's sum of squares: its eight loading threads' partial sums, in a butterfly.
     let rows_v = e.u(rows);
-    let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
     let first_col = e.kb.add(n0, tc2);
-    let o = Outputs {
-        root,
-        mms,
-        out,
-        norm: norm.map(|(_, eps)| (eps, k)),
-        row: [row, xrow, row_ok],
-        cols: [first_col, last_col],
-        n,
-    };
-    let sums = &acc[..2 * nm];
+    let mut outs = Vec::with_capacity(rm);
+    for (i, &(row, xrow)) in trows.iter().enumerate() {
+        let mut ssq = acc[sums_n + i];
+        if norm.is_some() {
+            for mask in [1, 2, 4] {
+                let o = e.kb.expr(poot_kir::Expr::ShuffleXor(ssq, mask));
+                ssq = e.kb.add(ssq, o);
+            }
+        }
+        let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
+        let o = Outputs {
+            root,
+            mms,
+            out,
+            norm: norm.map(|(_, eps)| (eps, k)),
+            row: [row, xrow, row_ok],
+            cols: [first_col, last_col],
+            n,
+        };
+        outs.push((o, acc[2 * nm * i..2 * nm * (i + 1)].to_vec(), ssq));
+    }
     let mut l = launch([gxn, gyn, ks], 0);
     if ks == 1 {
-        finish(e, &o, sums, ssq)?;
+        for (o, sums, ssq) in &outs {
+            finish(e, o, sums, *ssq)?;
+        }
     } else {
-        split_finish(e, &o, sums, ssq, [gx, gy, z], [gxn, ks, rows])?;
+        split_finish(e, &outs, [gx, gy, z], [gxn, ks, rows])?;
         l.scratch = vec![(4 * ks * (nm * rows * n + rows)) as u64];
         l.counters = gxn * gyn;
     }
@@ -363,17 +417,15 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
 /// finishes last.
 fn split_finish(
     e: &mut Emit,
-    o: &Outputs,
-    sums: &[Val],
-    ssq: Val,
+    outs: &[(Outputs, Vec<Val>, Val)],
     [gx, gy, z]: [Val; 3],
     [gxn, ks, rows]: [usize; 3],
 ) -> Result<()> {
-    let nm = o.mms.len();
-    let n = o.n;
-    let part = e.mem(Buf::Scratch(o.root, 0), Scalar::F32, Access::ReadWrite);
-    let [_, xrow, row_ok] = o.row;
-    let [first, last_col] = o.cols;
+    let o0 = &outs[0].0;
+    let nm = o0.mms.len();
+    let n = o0.n;
+    let part = e.mem(Buf::Scratch(o0.root, 0), Scalar::F32, Access::ReadWrite);
+    let [first, last_col] = o0.cols;
     let nv = e.u(n);
     let plane = e.u(rows * n);
     let rows_v = e.u(rows);
@@ -382,8 +434,9 @@ fn split_finish(
     let local = e.kb.special(Special::LocalX);
     let eight = e.u(8);
     let tc = e.kb.bin(BinOp::Rem, local, eight);
-    // Element (row, column j) of matmul i in part `zz`, and the row's sum of squares there.
-    let at = |e: &mut Emit, zz: Val, i: usize, j: usize| {
+    // Element (row `xrow`, column j) of matmul i in part `zz`, and the row's sum of squares
+    // there.
+    let at = |e: &mut Emit, xrow: Val, zz: Val, i: usize, j: usize| {
         let nmv = e.u(nm);
         let iv = e.u(i);
         let p = e.kb.mul(zz, nmv);
@@ -396,33 +449,37 @@ fn split_finish(
         let p = e.kb.add(p, r);
         e.kb.add(p, col)
     };
-    let ssq_at = |e: &mut Emit, zz: Val| {
+    let ssq_at = |e: &mut Emit, xrow: Val, zz: Val| {
         let p = e.kb.mul(zz, rows_v);
         let p = e.kb.add(p, ssq_base);
         e.kb.add(p, xrow)
     };
-    for i in 0..nm {
-        for j in 0..2 {
-            let a = at(e, z, i, j);
-            let jv = e.u(j);
-            let col = e.kb.add(first, jv);
-            let ok = e.kb.cmp(CmpOp::Lt, col, nv);
-            let ok = e.kb.bin(BinOp::And, ok, row_ok);
-            let x = sums[2 * i + j];
+    for (o, sums, ssq) in outs {
+        let [_, xrow, row_ok] = o.row;
+        for i in 0..nm {
+            for j in 0..2 {
+                let a = at(e, xrow, z, i, j);
+                let jv = e.u(j);
+                let col = e.kb.add(first, jv);
+                let ok = e.kb.cmp(CmpOp::Lt, col, nv);
+                let ok = e.kb.bin(BinOp::And, ok, row_ok);
+                let x = sums[2 * i + j];
+                e.when(ok, |e| {
+                    e.kb.store(part, a, x);
+                    Ok(())
+                })?;
+            }
+        }
+        if o.norm.is_some() {
+            let a = ssq_at(e, xrow, z);
+            let lead_row = e.kb.cmp(CmpOp::Eq, tc, zero_u);
+            let ok = e.kb.bin(BinOp::And, lead_row, row_ok);
+            let x = *ssq;
             e.when(ok, |e| {
                 e.kb.store(part, a, x);
                 Ok(())
             })?;
         }
-    }
-    if o.norm.is_some() {
-        let a = ssq_at(e, z);
-        let lead_row = e.kb.cmp(CmpOp::Eq, tc, zero_u);
-        let ok = e.kb.bin(BinOp::And, lead_row, row_ok);
-        e.when(ok, |e| {
-            e.kb.store(part, a, ssq);
-            Ok(())
-        })?;
     }
     let gxv = e.u(gxn);
     let tile = e.kb.mul(gy, gxv);
@@ -432,31 +489,38 @@ fn split_finish(
     let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
     e.when(last, |e| {
         e.kb.fence();
-        // Every part's loads first, then the sums in part order.
-        let mut parts: Vec<Vec<Val>> = Vec::with_capacity(ks);
-        for zz in 0..ks {
-            let zv = e.u(zz);
-            let mut xs = Vec::with_capacity(2 * nm + 1);
-            for i in 0..nm {
-                for j in 0..2 {
-                    let a = at(e, zv, i, j);
+        for (o, _, ssq) in outs {
+            let xrow = o.row[1];
+            // Every part's loads first, then the sums in part order.
+            let mut parts: Vec<Vec<Val>> = Vec::with_capacity(ks);
+            for zz in 0..ks {
+                let zv = e.u(zz);
+                let mut xs = Vec::with_capacity(2 * nm + 1);
+                for i in 0..nm {
+                    for j in 0..2 {
+                        let a = at(e, xrow, zv, i, j);
+                        xs.push(e.kb.load(part, a, 1));
+                    }
+                }
+                if o.norm.is_some() {
+                    let a = ssq_at(e, xrow, zv);
                     xs.push(e.kb.load(part, a, 1));
                 }
+                parts.push(xs);
             }
-            if o.norm.is_some() {
-                let a = ssq_at(e, zv);
-                xs.push(e.kb.load(part, a, 1));
+            let mut total = parts[0].clone();
+            for p in &parts[1..] {
+                for (t, &x) in total.iter_mut().zip(p) {
+                    *t = e.kb.add(*t, x);
+                }
             }
-            parts.push(xs);
+            let ssq_total = if o.norm.is_some() {
+                total[2 * nm]
+            } else {
+                *ssq
+            };
+            finish(e, o, &total[..2 * nm], ssq_total)?;
         }
-        let mut total = parts[0].clone();
-        for p in &parts[1..] {
-            for (t, &x) in total.iter_mut().zip(p) {
-                *t = e.kb.add(*t, x);
-            }
-        }
-        let ssq_total = if o.norm.is_some() { total[2 * nm] } else { ssq };
-        finish(e, o, &total[..2 * nm], ssq_total)?;
         e.depart(tile);
         Ok(())
     })
