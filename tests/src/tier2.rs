@@ -117,7 +117,7 @@ pub fn tiny_bundle(
 /// A verification bundle of `model` for `target`, with prefill chunks of 4 tokens (eight
 /// input rows: the GEMV matmuls), 12 (24 rows: the tiled matmuls, one row a thread, the
 /// second tile partial), 20 (40 rows: two rows a thread) and 36 (72 rows: four rows a
-/// thread, the second tile partial).
+/// thread, the second tile partial), those that fit `cap`.
 fn verification_bundle(
     model: &poot_compiler::families::Model,
     target: Target,
@@ -127,7 +127,7 @@ fn verification_bundle(
     let opts = CompileOptions {
         cap,
         rows,
-        prefill_chunks: vec![4, 12, 20, 36],
+        prefill_chunks: [4, 12, 20, 36].into_iter().filter(|&c| c <= cap).collect(),
         targets: vec![target],
         readback: Readback::All,
     };
