@@ -151,7 +151,6 @@ fn finish(e: &mut Emit, o: &Outputs, sums: &[Val], ssq: Val) -> Result<()> {
     let [_, xrow, row_ok] = o.row;
     let [first, last_col] = o.cols;
     let nv = e.u(o.n);
-    let nm = o.mms.len();
     for j in 0..2 {
         let jv = e.u(j);
         let col = e.kb.add(first, jv);
@@ -163,7 +162,7 @@ fn finish(e: &mut Emit, o: &Outputs, sums: &[Val], ssq: Val) -> Result<()> {
         let y = if o.mms == [o.root] {
             sums[j]
         } else {
-            for (i, &mm) in o.mms.iter().enumerate().take(nm) {
+            for (i, &mm) in o.mms.iter().enumerate() {
                 e.set_override(mm, sums[2 * i + j]);
             }
             let idx = e.unravel(&root_ty.shape.0, at);
@@ -251,9 +250,9 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let per_v = e.u(per);
     let li = e.kb.bin(BinOp::Rem, local, per_v);
     let uv = e.u(u);
-    let wc = e.kb.bin(BinOp::Div, li, uv);
+    let c_in = e.kb.bin(BinOp::Div, li, uv);
     let wu = e.kb.bin(BinOp::Rem, li, uv);
-    let wc = e.kb.add(n0, wc);
+    let wc = e.kb.add(n0, c_in);
     let last_col = e.u(n - 1);
     let wcol = e.kb.bin(BinOp::Min, wc, last_col);
     let loaders = e.u(per * nm);
@@ -263,7 +262,6 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let wrow = TN * nm;
     let mi = e.kb.bin(BinOp::Div, local, per_v);
     let wcol_at = e.kb.mul(mi, tn);
-    let c_in = e.kb.bin(BinOp::Div, li, uv);
     let wcol_at = e.kb.add(wcol_at, c_in);
     let unit_row = e.u(UNIT * wrow);
     let wdst = e.kb.mul(wu, unit_row);

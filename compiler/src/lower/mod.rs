@@ -120,6 +120,29 @@ impl Builder<'_> {
     }
 }
 
+impl Builder<'_> {
+    /// The kernel of one or two matmuls `mms` of one input computing `root`: tiled for many
+    /// input rows (`gemm::applies`), the GEMV template otherwise.
+    fn emit_matmul(&mut self, g: &Graph, pl: &Placement, root: Value, mms: &[Value]) -> Result<()> {
+        let dual = if mms.len() > 1 { "dual_" } else { "" };
+        if gemm::applies(g, mms[0]) {
+            let side = gemm::side_by_side(g, pl, mms);
+            self.emit(g, pl, &format!("{dual}gemm"), gemm::THREADS as u32, |e| {
+                gemm::gemm(e, root, mms, side)
+            })
+        } else {
+            let sub = self.target.subgroup;
+            self.emit(
+                g,
+                pl,
+                &format!("{dual}matmul"),
+                kernels::MM_WARPS as u32 * sub,
+                |e| kernels::matmul(e, root, mms, sub),
+            )
+        }
+    }
+}
+
 /// Lowers `g` (verified and optimized) for `target`, adding any tables it needs to `tables`.
 pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Program> {
     poot_ir::verify(g)?;
@@ -164,34 +187,8 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
             (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
             (_, Place::Buffer) => match &n.op {
-                Op::MatMul if gemm::applies(g, v) => {
-                    b.emit(g, &pl, "gemm", gemm::THREADS as u32, |e| {
-                        gemm::gemm(e, v, &[v], gemm::side_by_side(g, &pl, &[v]))
-                    })?
-                }
-                Op::MatMul => b.emit(g, &pl, "matmul", kernels::MM_WARPS as u32 * sub, |e| {
-                    kernels::matmul(e, v, &[v], sub)
-                })?,
-                _ if !fused_mm.is_empty() && gemm::applies(g, fused_mm[0]) => {
-                    let kind = if fused_mm.len() > 1 {
-                        "dual_gemm"
-                    } else {
-                        "gemm"
-                    };
-                    b.emit(g, &pl, kind, gemm::THREADS as u32, |e| {
-                        gemm::gemm(e, v, &fused_mm, gemm::side_by_side(g, &pl, &fused_mm))
-                    })?
-                }
-                _ if !fused_mm.is_empty() => {
-                    let kind = if fused_mm.len() > 1 {
-                        "dual_matmul"
-                    } else {
-                        "matmul"
-                    };
-                    b.emit(g, &pl, kind, kernels::MM_WARPS as u32 * sub, |e| {
-                        kernels::matmul(e, v, &fused_mm, sub)
-                    })?
-                }
+                Op::MatMul => b.emit_matmul(g, &pl, v, &[v])?,
+                _ if !fused_mm.is_empty() => b.emit_matmul(g, &pl, v, &fused_mm)?,
                 Op::Gather if matches!(g.nodes[n.args[0]].op, Op::Weight(_)) => {
                     b.emit(g, &pl, "gather", 256, |e| kernels::gather_rows(e, v))?
                 }
