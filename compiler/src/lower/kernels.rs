@@ -8,7 +8,7 @@
 
 use super::expr::{Emit, TRAP_CACHE_OVERFLOW};
 use super::place::unsupported;
-use super::quant::{unit, weight};
+use super::quant::{Codes, unit, unit_codes, weight};
 use crate::Result;
 use poot_ir::{DType, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
@@ -246,7 +246,10 @@ fn cols_per_subgroup(n: usize, mms: usize) -> usize {
 /// `k_parts`), up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
-/// multiple of 32), then a subgroup sum. `mms` are one or two matmuls of the same `x` (a
+/// multiple of 32), then a subgroup sum. A unit of Q4_0, Q4_1, Q5_0 or Q8_0 is summed as its
+/// codes times the inputs and scaled once (`unit_codes`): on the H200, Qwen2.5-0.5B's dual
+/// matmul went from 233.2 to 205.7 us per step (1760 to 1376 SASS instructions a thread) and
+/// its decode step from 791-792 to 763 us on CUDA. `mms` are one or two matmuls of the same `x` (a
 /// SwiGLU's gate and up); the root is the matmul itself or an element-wise value of their
 /// shape computed from them (the epilogue).
 pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Launch> {
@@ -360,10 +363,11 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
             // the matching x as eight 4-lane loads, shared by the matmuls.
             let body = |e: &mut Emit, u: Val, acc: &[Val]| {
-                let wv: Vec<Vec<Val>> = per_col
+                let wv: Vec<Codes> = per_col
                     .iter()
-                    .map(|&(c, (m, words, dt, rbytes))| unit(e, m, words, dt, c, u, rbytes))
+                    .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes))
                     .collect();
+                let any_min = wv.iter().any(|w| w.min.is_some());
                 let c32 = e.u(32);
                 let k0 = e.kb.mul(u, c32);
                 let mut next = acc.to_vec();
@@ -379,6 +383,15 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 for r in 0..rb {
                     let mk = row_base(e, r);
                     let xb = e.kb.add(mk, k0);
+                    // A factored unit's codes are summed from zero, then scaled into the
+                    // accumulator (with the min times the inputs' sum); plain weights are
+                    // summed into it directly.
+                    let mut part: Vec<Val> = wv
+                        .iter()
+                        .enumerate()
+                        .map(|(i, w)| w.scale.map_or(acc[i * rb + r], |_| zero))
+                        .collect();
+                    let mut sx = zero;
                     for (q, n4) in nv4.iter().enumerate() {
                         let off = e.u(4 * q);
                         let at = e.kb.add(xb, off);
@@ -390,10 +403,25 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                                 let y = e.kb.mul(x1, scales[r]);
                                 x1 = e.kb.mul(y, nw1);
                             }
-                            for (i, w) in wv.iter().enumerate() {
-                                next[i * rb + r] = e.kb.fma(x1, w[4 * q + c], next[i * rb + r]);
+                            for (p, w) in part.iter_mut().zip(&wv) {
+                                *p = e.kb.fma(x1, w.codes[4 * q + c], *p);
+                            }
+                            if any_min {
+                                sx = e.kb.add(sx, x1);
                             }
                         }
+                    }
+                    for (i, w) in wv.iter().enumerate() {
+                        next[i * rb + r] = match w.scale {
+                            None => part[i],
+                            Some(d) => {
+                                let t = e.kb.fma(d, part[i], acc[i * rb + r]);
+                                match w.min {
+                                    Some(m) => e.kb.fma(m, sx, t),
+                                    None => t,
+                                }
+                            }
+                        };
                     }
                 }
                 Ok(next)

@@ -2,8 +2,10 @@
 //!
 //! Invariant: `unit` (32 weights of a row) and `weight` (one plain-float weight) perform
 //! exactly the f32 operations of `poot_eval::dequant`, so a device weight equals the reference
-//! weight bit for bit. Weights are bound as `u32` words; block fields at any byte offset are
-//! assembled from whole-word loads, never past the weight's last word.
+//! weight bit for bit; `unit_codes` gives the same unit for a dot product, as exact integer
+//! codes and the block's scale (and min), whose products equal the weights before rounding.
+//! Weights are bound as `u32` words; block fields at any byte offset are assembled from
+//! whole-word loads, never past the weight's last word.
 
 use super::expr::Emit;
 use poot_ir::DType;
@@ -394,5 +396,148 @@ pub fn unit(
                 .collect()
         }
         _ => vec![e.kb.f32(f32::NAN); 32],
+    }
+}
+
+/// A unit of 32 weights for a dot product. In factored form (Q4_0, Q4_1, Q5_0 and Q8_0),
+/// weight `j` is `scale * codes[j] (+ min)`, `codes[j]` being the block's integer code less
+/// its bias, as an exact f32: a dot product sums `x[j] * codes[j]` and scales the sum once,
+/// instead of dequantizing each weight first (a multiply and a conversion per weight fewer);
+/// it rounds differently from summing dequantized weights, within a reassociated sum's
+/// bound. Otherwise `codes` are the weights themselves (as [`unit`] reads them) and there is
+/// no scale.
+pub struct Codes {
+    /// The 32 codes (or weights).
+    pub codes: Vec<Val>,
+    /// The block's scale, in factored form.
+    pub scale: Option<Val>,
+    /// The block's min (Q4_1).
+    pub min: Option<Val>,
+}
+
+/// The codes of the four bytes of `w` (each below 2^8), less `bias`, exactly: the float
+/// with bits `0x4B000000 | b` is `2^23 + b`, and subtracting `2^23 + bias` is exact.
+fn byte_codes(e: &mut Emit, w: Val, bias: u32) -> [Val; 4] {
+    let ff = e.kb.u32(0xff);
+    let magic = e.kb.u32(0x4B00_0000);
+    let off = e.kb.f32(8_388_608.0 + bias as f32);
+    std::array::from_fn(|b| {
+        let x = if b == 0 {
+            w
+        } else {
+            let s = e.kb.u32(8 * b as u32);
+            e.kb.bin(BinOp::Shr, w, s)
+        };
+        let x = e.kb.bin(BinOp::And, x, ff);
+        let bits = e.kb.bin(BinOp::Or, x, magic);
+        let f = e.kb.bitcast(bits, Scalar::F32);
+        e.kb.sub(f, off)
+    })
+}
+
+/// Bits `from .. from + 4` of `h` moved to bit 4 of each byte (bit `from + i` to bit
+/// `8 i + 4`): the multiply's four shifted copies of the nibble land on distinct bits, so
+/// nothing carries, and the mask keeps one bit of each.
+fn spread_bits(e: &mut Emit, h: Val, from: u32) -> Val {
+    let s = e.kb.u32(from);
+    let t = e.kb.bin(BinOp::Shr, h, s);
+    let f = e.kb.u32(0xf);
+    let t = e.kb.bin(BinOp::And, t, f);
+    let m = e.kb.u32(0x0204_0810);
+    let t = e.kb.mul(t, m);
+    let keep = e.kb.u32(0x1010_1010);
+    e.kb.bin(BinOp::And, t, keep)
+}
+
+/// The unit `unit` of row `row` for a dot product (see [`Codes`]), with the same loads as
+/// [`unit`]. Codes are extracted four to a word: Q8_0's bytes with their sign bit flipped
+/// (the code plus 128), Q4_0/Q4_1/Q5_0's low and high nibbles (weights `j` and `j + 16`) with
+/// Q5_0's fifth bits spread in.
+pub fn unit_codes(
+    e: &mut Emit,
+    mem: Mem,
+    words: usize,
+    dtype: DType,
+    row: Val,
+    unit_v: Val,
+    row_bytes: usize,
+) -> Codes {
+    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0) {
+        return Codes {
+            codes: unit(e, mem, words, dtype, row, unit_v, row_bytes),
+            scale: None,
+            min: None,
+        };
+    }
+    let by = Bytes {
+        mem,
+        last_word: words.saturating_sub(1) as u32,
+    };
+    let rb = e.u(row_bytes);
+    let base = e.kb.mul(row, rb);
+    let sz = e.u(dtype.block().1);
+    let bo = e.kb.mul(unit_v, sz);
+    let bo = e.kb.add(base, bo);
+    let at = |e: &mut Emit, plus: usize| {
+        let p = e.u(plus);
+        e.kb.add(bo, p)
+    };
+    let scale = Some(by.half(e, bo, false));
+    if dtype == DType::Q8_0 {
+        let qo = at(e, 2);
+        let q = words_at(e, &by, qo, 8);
+        let flip = e.kb.u32(0x8080_8080);
+        let codes = q
+            .iter()
+            .flat_map(|&w| {
+                let w = e.kb.bin(BinOp::Xor, w, flip);
+                byte_codes(e, w, 128)
+            })
+            .collect();
+        return Codes {
+            codes,
+            scale,
+            min: None,
+        };
+    }
+    let (qs_at, bias) = match dtype {
+        DType::Q4_0 => (2, 8),
+        DType::Q4_1 => (4, 0),
+        _ => (6, 16),
+    };
+    let min = (dtype == DType::Q4_1).then(|| {
+        let mo = at(e, 2);
+        by.half(e, mo, false)
+    });
+    let qh = (dtype == DType::Q5_0).then(|| {
+        let o = at(e, 2);
+        words_at(e, &by, o, 1)[0]
+    });
+    let qo = at(e, qs_at);
+    let qs = words_at(e, &by, qo, 4);
+    let nibbles = e.kb.u32(0x0f0f_0f0f);
+    let four = e.kb.u32(4);
+    let mut low = Vec::with_capacity(16);
+    let mut high = Vec::with_capacity(16);
+    for (i, &w) in qs.iter().enumerate() {
+        let lo = e.kb.bin(BinOp::And, w, nibbles);
+        let hi = e.kb.bin(BinOp::Shr, w, four);
+        let hi = e.kb.bin(BinOp::And, hi, nibbles);
+        let (lo, hi) = match qh {
+            Some(h) => {
+                let lb = spread_bits(e, h, 4 * i as u32);
+                let hb = spread_bits(e, h, 16 + 4 * i as u32);
+                (e.kb.bin(BinOp::Or, lo, lb), e.kb.bin(BinOp::Or, hi, hb))
+            }
+            None => (lo, hi),
+        };
+        low.extend(byte_codes(e, lo, bias));
+        high.extend(byte_codes(e, hi, bias));
+    }
+    low.extend(high);
+    Codes {
+        codes: low,
+        scale,
+        min,
     }
 }
