@@ -246,8 +246,8 @@ fn cols_per_subgroup(n: usize, mms: usize) -> usize {
 /// `k_parts`), up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
-/// multiple of 32), then a subgroup sum. A unit of Q4_0, Q4_1, Q5_0 or Q8_0 is summed as its
-/// codes times the inputs and scaled once (`unit_codes`): on the H200, Qwen2.5-0.5B's dual
+/// multiple of 32), then a subgroup sum. A unit of a block format is summed as its codes
+/// times the inputs and scaled once (`unit_codes`): on the H200, Qwen2.5-0.5B's dual
 /// matmul went from 233.2 to 205.7 us per step (1760 to 1376 SASS instructions a thread) and
 /// its decode step from 791-792 to 763 us on CUDA. `mms` are one or two matmuls of the same `x` (a
 /// SwiGLU's gate and up); the root is the matmul itself or an element-wise value of their
@@ -386,10 +386,13 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                     // A factored unit's codes are summed from zero, then scaled into the
                     // accumulator (with the min times the inputs' sum); plain weights are
                     // summed into it directly.
-                    let mut part: Vec<Val> = wv
+                    let mut part: Vec<Vec<Val>> = wv
                         .iter()
                         .enumerate()
-                        .map(|(i, w)| w.scale.map_or(acc[i * rb + r], |_| zero))
+                        .map(|(i, w)| match w.scales.len() {
+                            0 => vec![acc[i * rb + r]],
+                            n => vec![zero; n],
+                        })
                         .collect();
                     let mut sx = zero;
                     for (q, n4) in nv4.iter().enumerate() {
@@ -403,8 +406,10 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                                 let y = e.kb.mul(x1, scales[r]);
                                 x1 = e.kb.mul(y, nw1);
                             }
+                            let j = 4 * q + c;
                             for (p, w) in part.iter_mut().zip(&wv) {
-                                *p = e.kb.fma(x1, w.codes[4 * q + c], *p);
+                                let h = j * p.len() / 32;
+                                p[h] = e.kb.fma(x1, w.codes[j], p[h]);
                             }
                             if any_min {
                                 sx = e.kb.add(sx, x1);
@@ -412,16 +417,18 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                         }
                     }
                     for (i, w) in wv.iter().enumerate() {
-                        next[i * rb + r] = match w.scale {
-                            None => part[i],
-                            Some(d) => {
-                                let t = e.kb.fma(d, part[i], acc[i * rb + r]);
-                                match w.min {
-                                    Some(m) => e.kb.fma(m, sx, t),
-                                    None => t,
-                                }
-                            }
+                        let mut t = if w.scales.is_empty() {
+                            part[i][0]
+                        } else {
+                            acc[i * rb + r]
                         };
+                        for (&d, &p) in w.scales.iter().zip(&part[i]) {
+                            t = e.kb.fma(d, p, t);
+                        }
+                        if let Some(m) = w.min {
+                            t = e.kb.fma(m, sx, t);
+                        }
+                        next[i * rb + r] = t;
                     }
                 }
                 Ok(next)

@@ -9,7 +9,7 @@
 
 use super::expr::Emit;
 use poot_ir::DType;
-use poot_kir::{BinOp, CmpOp, Mem, Scalar, Val};
+use poot_kir::{BinOp, CmpOp, Mem, Scalar, UnOp, Val};
 
 struct Bytes {
     mem: Mem,
@@ -52,6 +52,12 @@ impl Bytes {
             e.kb.expr(poot_kir::Expr::HalfToF32(x, false))
         }
     }
+}
+
+/// `from + plus`.
+fn at(e: &mut Emit, from: Val, plus: usize) -> Val {
+    let p = e.u(plus);
+    e.kb.add(from, p)
 }
 
 fn e_u(e: &mut Emit, x: u32) -> Val {
@@ -160,10 +166,6 @@ pub fn unit(
     };
     let rb = e.u(row_bytes);
     let base = e.kb.mul(row, rb);
-    let at = |e: &mut Emit, from: Val, plus: usize| {
-        let p = e.u(plus);
-        e.kb.add(from, p)
-    };
     // Byte offset of unit `unit` within blocks of `size` bytes holding `per` weights.
     let block_off = |e: &mut Emit, per_units: usize, size: usize| {
         let pu = e.u(per_units);
@@ -275,122 +277,40 @@ pub fn unit(
         }
         DType::Q4K => {
             let bo = block_off(e, 8, 144);
-            let eight = e.u(8);
-            let sub = e.kb.bin(BinOp::Rem, unit, eight);
-            let d = by.half(e, bo, false);
-            let o2 = at(e, bo, 2);
-            let dmin = by.half(e, o2, false);
-            let s = |e: &mut Emit, i: Val| {
-                let x = at(e, bo, 4);
-                let x = e.kb.add(x, i);
-                by.byte(e, x)
-            };
-            let four = e.u(4);
-            let two = e.u(2);
-            let low = e.kb.cmp(CmpOp::Lt, sub, four);
-            let sb4 = e.kb.add(sub, four);
-            let back = e.kb.sub(sub, four);
-            let zero = e.u(0);
-            let sbm = e.kb.select(low, zero, back);
-            let s_sb = s(e, sub);
-            let s_sb4 = s(e, sb4);
-            let s_sbm = s(e, sbm);
-            let c63 = e.u(63);
+            let k = q4k_unit(e, &by, bo, unit);
             let c15 = e.u(15);
-            let c30 = e.u(0x30);
-            let sc_lo = e.kb.bin(BinOp::And, s_sb, c63);
-            let m_lo = e.kb.bin(BinOp::And, s_sb4, c63);
-            let a = e.kb.bin(BinOp::And, s_sb4, c15);
-            let b = e.kb.bin(BinOp::Shr, s_sbm, two);
-            let b = e.kb.bin(BinOp::And, b, c30);
-            let sc_hi = e.kb.bin(BinOp::Or, a, b);
-            let a = e.kb.bin(BinOp::Shr, s_sb4, four);
-            let b = e.kb.bin(BinOp::Shr, s_sb, two);
-            let b = e.kb.bin(BinOp::And, b, c30);
-            let m_hi = e.kb.bin(BinOp::Or, a, b);
-            let sc = e.kb.select(low, sc_lo, sc_hi);
-            let m = e.kb.select(low, m_lo, m_hi);
-            let scf = i2f(e, sc);
-            let mf = i2f(e, m);
-            let dl = e.kb.mul(d, scf);
-            let ml = e.kb.mul(dmin, mf);
-            let one = e.u(1);
-            let pair = e.kb.bin(BinOp::Shr, sub, one);
-            let c32 = e.u(32);
-            let pair = e.kb.mul(pair, c32);
-            let qo = at(e, bo, 16);
-            let qo = e.kb.add(qo, pair);
-            let q = words_at(e, &by, qo, 8);
-            let odd = e.kb.bin(BinOp::And, sub, one);
-            let sh = e.kb.mul(odd, four);
             (0..32)
                 .map(|j| {
-                    let b = byte_of(e, &q, j);
-                    let x = e.kb.bin(BinOp::Shr, b, sh);
+                    let b = byte_of(e, &k.q, j);
+                    let x = e.kb.bin(BinOp::Shr, b, k.sh);
                     let x = e.kb.bin(BinOp::And, x, c15);
                     let xf = i2f(e, x);
-                    let y = e.kb.mul(dl, xf);
-                    e.kb.sub(y, ml)
+                    let y = e.kb.mul(k.dl, xf);
+                    e.kb.sub(y, k.ml)
                 })
                 .collect()
         }
         DType::Q6K => {
             let bo = block_off(e, 8, 210);
-            let eight = e.u(8);
-            let u = e.kb.bin(BinOp::Rem, unit, eight);
-            let o208 = at(e, bo, 208);
-            let d = by.half(e, o208, false);
+            let k = q6k_unit(e, &by, bo, unit);
             let four = e.u(4);
-            let two = e.u(2);
-            let one = e.u(1);
-            let half = e.kb.bin(BinOp::Div, u, four);
-            let u4 = e.kb.bin(BinOp::Rem, u, four);
-            let odd = e.kb.bin(BinOp::And, u, one);
-            let c64 = e.u(64);
-            let c32 = e.u(32);
-            let lo_off = e.kb.mul(half, c64);
-            let lo_off = e.kb.add(bo, lo_off);
-            let oo = e.kb.mul(odd, c32);
-            let lo_off = e.kb.add(lo_off, oo);
-            let ql = words_at(e, &by, lo_off, 8);
-            let hi_off = at(e, bo, 128);
-            let h32 = e.kb.mul(half, c32);
-            let hi_off = e.kb.add(hi_off, h32);
-            let qh = words_at(e, &by, hi_off, 8);
-            let u4h = e.kb.bin(BinOp::Shr, u4, one);
-            let shl = e.kb.mul(u4h, four);
-            let shh = e.kb.mul(u4, two);
-            let so = at(e, bo, 192);
-            let u2 = e.kb.mul(u, two);
-            let so = e.kb.add(so, u2);
-            let s0 = by.byte(e, so);
-            let so1 = e.kb.add(so, one);
-            let s1 = by.byte(e, so1);
-            let ds0 = {
-                let f = sext8(e, s0);
-                e.kb.mul(d, f)
-            };
-            let ds1 = {
-                let f = sext8(e, s1);
-                e.kb.mul(d, f)
-            };
             let c15 = e.u(15);
             let c3 = e.u(3);
             let c32i = e.kb.i32(32);
             (0..32)
                 .map(|j| {
-                    let lb = byte_of(e, &ql, j);
-                    let lo = e.kb.bin(BinOp::Shr, lb, shl);
+                    let lb = byte_of(e, &k.ql, j);
+                    let lo = e.kb.bin(BinOp::Shr, lb, k.shl);
                     let lo = e.kb.bin(BinOp::And, lo, c15);
-                    let hb = byte_of(e, &qh, j);
-                    let hi = e.kb.bin(BinOp::Shr, hb, shh);
+                    let hb = byte_of(e, &k.qh, j);
+                    let hi = e.kb.bin(BinOp::Shr, hb, k.shh);
                     let hi = e.kb.bin(BinOp::And, hi, c3);
                     let hi = e.kb.bin(BinOp::Shl, hi, four);
                     let q = e.kb.bin(BinOp::Or, lo, hi);
                     let qi = e.kb.bitcast(q, Scalar::I32);
                     let qi = e.kb.sub(qi, c32i);
                     let qf = i2f(e, qi);
-                    let ds = if j < 16 { ds0 } else { ds1 };
+                    let ds = if j < 16 { k.ds[0] } else { k.ds[1] };
                     e.kb.mul(ds, qf)
                 })
                 .collect()
@@ -399,8 +319,125 @@ pub fn unit(
     }
 }
 
-/// A unit of 32 weights for a dot product. In factored form (Q4_0, Q4_1, Q5_0 and Q8_0),
-/// weight `j` is `scale * codes[j] (+ min)`, `codes[j]` being the block's integer code less
+/// A Q4_K unit's fields: weight `j` is `dl * ((q byte j >> sh) & 15) - ml`.
+struct Q4kUnit {
+    dl: Val,
+    ml: Val,
+    q: Vec<Val>,
+    sh: Val,
+}
+
+/// The fields of unit `unit` of the Q4_K super-block at byte `bo` (its sub-block
+/// `unit % 8`'s 6-bit scale and min, unpacked as `poot_eval::dequant` does).
+fn q4k_unit(e: &mut Emit, by: &Bytes, bo: Val, unit: Val) -> Q4kUnit {
+    let eight = e.u(8);
+    let sub = e.kb.bin(BinOp::Rem, unit, eight);
+    let d = by.half(e, bo, false);
+    let o2 = at(e, bo, 2);
+    let dmin = by.half(e, o2, false);
+    let s = |e: &mut Emit, i: Val| {
+        let x = at(e, bo, 4);
+        let x = e.kb.add(x, i);
+        by.byte(e, x)
+    };
+    let four = e.u(4);
+    let two = e.u(2);
+    let low = e.kb.cmp(CmpOp::Lt, sub, four);
+    let sb4 = e.kb.add(sub, four);
+    let back = e.kb.sub(sub, four);
+    let zero = e.u(0);
+    let sbm = e.kb.select(low, zero, back);
+    let s_sb = s(e, sub);
+    let s_sb4 = s(e, sb4);
+    let s_sbm = s(e, sbm);
+    let c63 = e.u(63);
+    let c15 = e.u(15);
+    let c30 = e.u(0x30);
+    let sc_lo = e.kb.bin(BinOp::And, s_sb, c63);
+    let m_lo = e.kb.bin(BinOp::And, s_sb4, c63);
+    let a = e.kb.bin(BinOp::And, s_sb4, c15);
+    let b = e.kb.bin(BinOp::Shr, s_sbm, two);
+    let b = e.kb.bin(BinOp::And, b, c30);
+    let sc_hi = e.kb.bin(BinOp::Or, a, b);
+    let a = e.kb.bin(BinOp::Shr, s_sb4, four);
+    let b = e.kb.bin(BinOp::Shr, s_sb, two);
+    let b = e.kb.bin(BinOp::And, b, c30);
+    let m_hi = e.kb.bin(BinOp::Or, a, b);
+    let sc = e.kb.select(low, sc_lo, sc_hi);
+    let m = e.kb.select(low, m_lo, m_hi);
+    let scf = i2f(e, sc);
+    let mf = i2f(e, m);
+    let dl = e.kb.mul(d, scf);
+    let ml = e.kb.mul(dmin, mf);
+    let one = e.u(1);
+    let pair = e.kb.bin(BinOp::Shr, sub, one);
+    let c32 = e.u(32);
+    let pair = e.kb.mul(pair, c32);
+    let qo = at(e, bo, 16);
+    let qo = e.kb.add(qo, pair);
+    let q = words_at(e, by, qo, 8);
+    let odd = e.kb.bin(BinOp::And, sub, one);
+    let sh = e.kb.mul(odd, four);
+    Q4kUnit { dl, ml, q, sh }
+}
+
+/// A Q6_K unit's fields: weight `j` is `ds[j / 16] * (((ql byte j >> shl) & 15) |
+/// ((qh byte j >> shh) & 3) << 4) - 32)`.
+struct Q6kUnit {
+    ds: [Val; 2],
+    ql: Vec<Val>,
+    qh: Vec<Val>,
+    shl: Val,
+    shh: Val,
+}
+
+/// The fields of unit `unit` of the Q6_K super-block at byte `bo`.
+fn q6k_unit(e: &mut Emit, by: &Bytes, bo: Val, unit: Val) -> Q6kUnit {
+    let eight = e.u(8);
+    let u = e.kb.bin(BinOp::Rem, unit, eight);
+    let o208 = at(e, bo, 208);
+    let d = by.half(e, o208, false);
+    let four = e.u(4);
+    let two = e.u(2);
+    let one = e.u(1);
+    let half = e.kb.bin(BinOp::Div, u, four);
+    let u4 = e.kb.bin(BinOp::Rem, u, four);
+    let odd = e.kb.bin(BinOp::And, u, one);
+    let c64 = e.u(64);
+    let c32 = e.u(32);
+    let lo_off = e.kb.mul(half, c64);
+    let lo_off = e.kb.add(bo, lo_off);
+    let oo = e.kb.mul(odd, c32);
+    let lo_off = e.kb.add(lo_off, oo);
+    let ql = words_at(e, by, lo_off, 8);
+    let hi_off = at(e, bo, 128);
+    let h32 = e.kb.mul(half, c32);
+    let hi_off = e.kb.add(hi_off, h32);
+    let qh = words_at(e, by, hi_off, 8);
+    let u4h = e.kb.bin(BinOp::Shr, u4, one);
+    let shl = e.kb.mul(u4h, four);
+    let shh = e.kb.mul(u4, two);
+    let so = at(e, bo, 192);
+    let u2 = e.kb.mul(u, two);
+    let so = e.kb.add(so, u2);
+    let s0 = by.byte(e, so);
+    let so1 = e.kb.add(so, one);
+    let s1 = by.byte(e, so1);
+    let ds = [s0, s1].map(|sc| {
+        let f = sext8(e, sc);
+        e.kb.mul(d, f)
+    });
+    Q6kUnit {
+        ds,
+        ql,
+        qh,
+        shl,
+        shh,
+    }
+}
+
+/// A unit of 32 weights for a dot product. In factored form (every block format), weight
+/// `j` is `scale * codes[j] (+ min)`, `codes[j]` being the block's integer code less
 /// its bias, as an exact f32: a dot product sums `x[j] * codes[j]` and scales the sum once,
 /// instead of dequantizing each weight first (a multiply and a conversion per weight fewer);
 /// it rounds differently from summing dequantized weights, within a reassociated sum's
@@ -409,9 +446,10 @@ pub fn unit(
 pub struct Codes {
     /// The 32 codes (or weights).
     pub codes: Vec<Val>,
-    /// The block's scale, in factored form.
-    pub scale: Option<Val>,
-    /// The block's min (Q4_1).
+    /// In factored form, the scales of equal runs of codes: one, or (Q6_K) one for codes
+    /// `0..16` and one for `16..32`; none for plain weights.
+    pub scales: Vec<Val>,
+    /// The unit's min (Q4_1, and Q4_K's negated sub-block min).
     pub min: Option<Val>,
 }
 
@@ -462,10 +500,13 @@ pub fn unit_codes(
     unit_v: Val,
     row_bytes: usize,
 ) -> Codes {
-    if !matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0) {
+    if !matches!(
+        dtype,
+        DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q8_0 | DType::Q4K | DType::Q6K
+    ) {
         return Codes {
             codes: unit(e, mem, words, dtype, row, unit_v, row_bytes),
-            scale: None,
+            scales: Vec::new(),
             min: None,
         };
     }
@@ -475,16 +516,55 @@ pub fn unit_codes(
     };
     let rb = e.u(row_bytes);
     let base = e.kb.mul(row, rb);
-    let sz = e.u(dtype.block().1);
-    let bo = e.kb.mul(unit_v, sz);
+    let (per_block, size) = dtype.block();
+    let pu = e.u(per_block / 32);
+    let blk = e.kb.bin(BinOp::Div, unit_v, pu);
+    let sz = e.u(size);
+    let bo = e.kb.mul(blk, sz);
     let bo = e.kb.add(base, bo);
-    let at = |e: &mut Emit, plus: usize| {
-        let p = e.u(plus);
-        e.kb.add(bo, p)
-    };
-    let scale = Some(by.half(e, bo, false));
+    let nibbles = e.kb.u32(0x0f0f_0f0f);
+    if dtype == DType::Q4K {
+        let k = q4k_unit(e, &by, bo, unit_v);
+        let codes =
+            k.q.iter()
+                .flat_map(|&w| {
+                    let w = e.kb.bin(BinOp::Shr, w, k.sh);
+                    let w = e.kb.bin(BinOp::And, w, nibbles);
+                    byte_codes(e, w, 0)
+                })
+                .collect();
+        return Codes {
+            codes,
+            scales: vec![k.dl],
+            min: Some(e.kb.un(UnOp::Neg, k.ml)),
+        };
+    }
+    if dtype == DType::Q6K {
+        let k = q6k_unit(e, &by, bo, unit_v);
+        let twos = e.kb.u32(0x0303_0303);
+        let four = e.kb.u32(4);
+        let codes =
+            k.ql.iter()
+                .zip(&k.qh)
+                .flat_map(|(&l, &h)| {
+                    let lo = e.kb.bin(BinOp::Shr, l, k.shl);
+                    let lo = e.kb.bin(BinOp::And, lo, nibbles);
+                    let hi = e.kb.bin(BinOp::Shr, h, k.shh);
+                    let hi = e.kb.bin(BinOp::And, hi, twos);
+                    let hi = e.kb.bin(BinOp::Shl, hi, four);
+                    let q = e.kb.bin(BinOp::Or, lo, hi);
+                    byte_codes(e, q, 32)
+                })
+                .collect();
+        return Codes {
+            codes,
+            scales: k.ds.to_vec(),
+            min: None,
+        };
+    }
+    let scale = by.half(e, bo, false);
     if dtype == DType::Q8_0 {
-        let qo = at(e, 2);
+        let qo = at(e, bo, 2);
         let q = words_at(e, &by, qo, 8);
         let flip = e.kb.u32(0x8080_8080);
         let codes = q
@@ -496,7 +576,7 @@ pub fn unit_codes(
             .collect();
         return Codes {
             codes,
-            scale,
+            scales: vec![scale],
             min: None,
         };
     }
@@ -506,16 +586,15 @@ pub fn unit_codes(
         _ => (6, 16),
     };
     let min = (dtype == DType::Q4_1).then(|| {
-        let mo = at(e, 2);
+        let mo = at(e, bo, 2);
         by.half(e, mo, false)
     });
     let qh = (dtype == DType::Q5_0).then(|| {
-        let o = at(e, 2);
+        let o = at(e, bo, 2);
         words_at(e, &by, o, 1)[0]
     });
-    let qo = at(e, qs_at);
+    let qo = at(e, bo, qs_at);
     let qs = words_at(e, &by, qo, 4);
-    let nibbles = e.kb.u32(0x0f0f_0f0f);
     let four = e.kb.u32(4);
     let mut low = Vec::with_capacity(16);
     let mut high = Vec::with_capacity(16);
@@ -537,7 +616,7 @@ pub fn unit_codes(
     low.extend(high);
     Codes {
         codes: low,
-        scale,
+        scales: vec![scale],
         min,
     }
 }
