@@ -148,10 +148,12 @@ pub fn run_tiny<D: Device>(engine: Engine<D>, family: Family, target: Target) {
 
 /// Tier 2 as `run_tiny` for the tiny llama with a feed-forward layer 4096 wide, so the
 /// kernel of its gate and up projections computes two columns per subgroup and its down
-/// projection splits `k` over four subgroups.
+/// projection splits `k` over four subgroups, and a vocabulary 20000 wide, so its argmax
+/// splits each row over three work-groups (the last one's part shorter).
 pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     let spec = ModelSpec {
         d_ff: 4096,
+        vocab: 20000,
         ..tiny_spec(Family::Llama)
     };
     run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
@@ -233,6 +235,78 @@ fn run_model<D: Device>(
             }
         }
     }
+}
+
+/// A NaN reaching the logits sets the step's non-finite flag on the device as in the
+/// reference: the tiny llama's decode step (two rows at position 10) with a NaN value at
+/// position 3 of row 1's first value cache, so row 1's logits are all NaN (its token the
+/// first NaN's index) and row 0's finite: the flag is the OR over the rows. The tokens and
+/// the flag match `poot_eval`'s exactly.
+pub fn nonfinite_flag<D: Device>(mut engine: Engine<D>, target: Target) {
+    let (cap, rows) = (300, 2);
+    let (model, bundle) = tiny_bundle(Family::Llama, target, cap, rows);
+    engine.load_weights(&bundle).expect("load_weights");
+    let key = bundle
+        .manifest()
+        .entries
+        .iter()
+        .find(|e| e.key.kind == StepKind::Decode)
+        .expect("decode")
+        .key
+        .clone();
+    let id = engine.add_entry(&key).expect("add_entry");
+    let mut g = trace(&model, StepShape::prefill(rows, 1, cap)).expect("trace");
+    optimize(&mut g, PassOptions::default()).expect("optimize");
+    let mut rng = Rng::new(7);
+    let mut slots = HashMap::new();
+    let mut dev_slots = Vec::new();
+    for (v, k) in g.slots() {
+        let n = g.ty(v).shape.numel();
+        let data: Vec<i32> = (0..n)
+            .map(|_| match k {
+                SlotKind::Token => rng.below(model.spec.vocab) as i32,
+                SlotKind::Pos => 10,
+                _ => 0,
+            })
+            .collect();
+        dev_slots.push((bslot(k), data.clone()));
+        slots.insert(k, Tensor::i32(g.ty(v).shape.0.clone(), data).expect("slot"));
+    }
+    let mut state = HashMap::new();
+    for (v, name) in g.states() {
+        let shape = g.ty(v).shape.0.clone();
+        let mut data: Vec<f32> = (0..g.ty(v).shape.numel()).map(|_| rng.unit()).collect();
+        if name == "v.0" {
+            // [rows, cap, groups, head_dim]: row 1, position 3, group 0, dimension 0.
+            data[(cap + 3) * shape[2] * shape[3]] = f32::NAN;
+        }
+        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        engine.write_state(name, &bytes).expect("write_state");
+        state.insert(name.to_string(), Tensor::f32(shape, data).expect("state"));
+    }
+    let inputs = Inputs {
+        weights: model.weight_views(),
+        state,
+        slots,
+    };
+    let want = eval(&g, &inputs, EvalOptions::default()).expect("eval");
+    let got = engine.step(id, &dev_slots).expect("step");
+    assert!(got.nonfinite, "the device's non-finite flag is clear");
+    let mut exact = 0;
+    for (name, t) in &want.outputs {
+        if matches!(t.data, Data::F32(_)) {
+            continue;
+        }
+        let dev = &got
+            .outputs
+            .iter()
+            .find(|(n, _)| n == name)
+            .unwrap_or_else(|| panic!("no output {name}"))
+            .1;
+        compare(name, dev, t, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        exact += 1;
+    }
+    assert_eq!(exact, 2, "the tokens and the flag");
 }
 
 /// Capture versus eager on one device: `steps` decode steps replayed and the same steps

@@ -7,7 +7,7 @@ use poot_bundle::Target;
 use poot_compiler::families::Family;
 use poot_runtime::Engine;
 use poot_runtime::devices::cuda::CudaDevice;
-use poot_tests::tier2::{capture_vs_eager, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{capture_vs_eager, nonfinite_flag, run_tiny, run_wide_ffn};
 use poot_tests::tier3::tier3_device;
 use poot_tests::{Checkpoint, engine_or_skip, require_gpu};
 
@@ -35,6 +35,13 @@ fn cuda_tier2_qwen2_tiny() {
 fn cuda_tier2_llama_wide_ffn() {
     if let Some(e) = device("cuda_tier2_llama_wide_ffn") {
         run_wide_ffn(e, PTX);
+    }
+}
+
+#[test]
+fn cuda_nonfinite_flag() {
+    if let Some(e) = device("cuda_nonfinite_flag") {
+        nonfinite_flag(e, PTX);
     }
 }
 

@@ -7,7 +7,7 @@ use poot_bundle::Target;
 use poot_compiler::families::Family;
 use poot_runtime::Engine;
 use poot_runtime::devices::reference::ReferenceDevice;
-use poot_tests::tier2::{capture_vs_eager, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{capture_vs_eager, nonfinite_flag, run_tiny, run_wide_ffn};
 
 #[test]
 fn llama_tiny_reference_matches_eval() {
@@ -30,6 +30,11 @@ fn qwen2_tiny_reference_matches_eval() {
 #[test]
 fn llama_wide_ffn_reference_matches_eval() {
     run_wide_ffn(Engine::new(ReferenceDevice::new()), Target::Reference);
+}
+
+#[test]
+fn reference_nonfinite_flag() {
+    nonfinite_flag(Engine::new(ReferenceDevice::new()), Target::Reference);
 }
 
 #[test]

@@ -13,7 +13,7 @@ use poot_compiler::families::Family;
 use poot_runtime::devices::wgpu::{WgpuDevice, WgpuOptions};
 use poot_runtime::{Engine, Executor};
 use poot_tests::faults::{timeout_poisons, trap_needs_reset};
-use poot_tests::tier2::{capture_vs_eager, decode_run, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{capture_vs_eager, decode_run, nonfinite_flag, run_tiny, run_wide_ffn};
 use poot_tests::tier3::tier3_sized;
 use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
 use std::time::Duration;
@@ -51,6 +51,14 @@ fn wgpu_tier2_llama_wide_ffn() {
     if let Some(e) = device("wgpu_tier2_llama_wide_ffn") {
         let t = target(&e);
         run_wide_ffn(e, t);
+    }
+}
+
+#[test]
+fn wgpu_nonfinite_flag() {
+    if let Some(e) = device("wgpu_nonfinite_flag") {
+        let t = target(&e);
+        nonfinite_flag(e, t);
     }
 }
 

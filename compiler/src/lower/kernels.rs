@@ -6,7 +6,7 @@
 //! operation runs with whole subgroups active (the guards around them are uniform per
 //! subgroup); work-group reductions combine partial results in a fixed order.
 
-use super::expr::{Emit, TRAP_CACHE_OVERFLOW};
+use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use super::place::unsupported;
 use super::quant::{Codes, unit, unit_codes, weight};
 use crate::Result;
@@ -728,24 +728,26 @@ fn tree(e: &mut Emit, vals: Vec<Val>, sub: u32, combine: &Combine) -> Result<Vec
     Ok(butterfly(e, mine))
 }
 
-/// A reduction kernel's scan of the `n` elements of `xm` from `base`: each of `RED_THREADS`
-/// threads takes 4-element groups (4-lane loads when `n` allows) in increasing index order,
-/// unrolled so all of a thread's loads issue at once; `step(e, k, v, carried)` folds element
-/// `k` (relative to `base`) of value `v` into the carried values.
+/// A reduction kernel's scan of the `n` elements of `xm` from `base`, in 4-element groups
+/// (4-lane loads when `n` allows): the thread takes `iters` groups from group `first`,
+/// `RED_THREADS` apart, in increasing index order (those past the end change nothing),
+/// unrolled so all of its loads issue at once; `step(e, k, v, carried)` folds element `k`
+/// (relative to `base`) of value `v` into the carried values.
+#[allow(clippy::too_many_arguments)]
 fn scan(
     e: &mut Emit,
     xm: Mem,
     base: Option<Val>,
     n: usize,
+    first: Val,
+    iters: usize,
     init: &[Val],
     step: impl Fn(&mut Emit, Val, Val, Vec<Val>) -> Vec<Val>,
 ) -> Result<Vec<Val>> {
-    let local = e.kb.special(Special::LocalX);
-    let lanes = if n.is_multiple_of(4) { 4 } else { 1 };
+    let lanes = scan_lanes(n);
     let four = e.u(lanes);
     let groups = n / lanes;
-    let iters = groups.div_ceil(RED_THREADS);
-    e.unrolled(local, groups, RED_THREADS as u32, iters, init, |e, g, c| {
+    e.unrolled(first, groups, RED_THREADS as u32, iters, init, |e, g, c| {
         let k0 = e.kb.mul(g, four);
         let at = match base {
             Some(b) => e.kb.add(b, k0),
@@ -767,36 +769,82 @@ fn scan(
     })
 }
 
+/// Elements per group of a scan of `n`.
+fn scan_lanes(n: usize) -> usize {
+    if n.is_multiple_of(4) { 4 } else { 1 }
+}
+
+/// Groups each thread of an argmax split scans: a row of more groups than `RED_THREADS`
+/// times this is split over work-groups (`group_id.y`), so a vocabulary-wide row is read by
+/// many SMs instead of one.
+const ARGMAX_ITERS: usize = 2;
+
 /// `argmax` over the last axis: the first index of the largest non-NaN value, else the first
-/// NaN (as `poot_eval` defines it); one work-group per row, every load of a thread issued at
-/// once (the scan unrolled).
-pub fn argmax(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
+/// NaN (as `poot_eval` defines it); with `flag`, an `any_nonfinite` of the same input, also
+/// that (the OR over every row). A row is split over `group_id.y` (`ARGMAX_ITERS`); each
+/// work-group reduces its part with every load of a thread issued at once (the scan
+/// unrolled). Where a row has several parts, each stores its (value, index, first NaN,
+/// non-finite) record and the last part of the row to count folds the records in part
+/// order; with a flag and several rows, each row's last part stores the row's flag and the
+/// last row to count ORs them. The selection is commutative, associative and idempotent, so
+/// the result does not depend on which part finishes last.
+pub fn argmax(e: &mut Emit, root: Value, flag: Option<Value>, sub: u32) -> Result<Launch> {
     let [x] = args(e, root)?;
     let xt = e.g.ty(x).clone();
     let n = xt.shape.last();
     let rows = xt.shape.numel() / n;
     let xm = e.buffer(x, Access::Read)?;
     let out = e.buffer(root, Access::Write)?;
+    let flag_out = match flag {
+        Some(f) => Some(e.buffer(f, Access::Write)?),
+        None => None,
+    };
     let row = e.kb.special(Special::GroupX);
+    let part = e.kb.special(Special::GroupY);
     let local = e.kb.special(Special::LocalX);
+    let groups = n / scan_lanes(n);
+    let per_part = RED_THREADS * ARGMAX_ITERS;
+    let parts = groups.div_ceil(per_part);
+    let iters = if parts == 1 {
+        groups.div_ceil(RED_THREADS)
+    } else {
+        ARGMAX_ITERS
+    };
     let nv = e.u(n);
     let base = e.kb.mul(row, nv);
+    let per_v = e.u(per_part);
+    let first = e.kb.mul(part, per_v);
+    let first = e.kb.add(first, local);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let none = e.kb.u32(u32::MAX);
-    let found = scan(e, xm, Some(base), n, &[ninf, none, none], |e, k, v, c| {
-        let nan = e.kb.un(UnOp::IsNan, v);
-        let ok = e.kb.un(UnOp::Not, nan);
-        let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
-        let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
-        let better = e.kb.bin(BinOp::Or, empty, gt);
-        let take = e.kb.bin(BinOp::And, ok, better);
-        let bv = e.kb.select(take, v, c[0]);
-        let bi = e.kb.select(take, k, c[1]);
-        let first_nan = e.kb.bin(BinOp::Min, c[2], k);
-        let fi = e.kb.select(nan, first_nan, c[2]);
-        vec![bv, bi, fi]
-    })?;
-    let r = tree(e, found, sub, &move |e, a, b| {
+    let zero = e.u(0);
+    let found = scan(
+        e,
+        xm,
+        Some(base),
+        n,
+        first,
+        iters,
+        &[ninf, none, none, zero],
+        |e, k, v, c| {
+            let nan = e.kb.un(UnOp::IsNan, v);
+            let ok = e.kb.un(UnOp::Not, nan);
+            let empty = e.kb.cmp(CmpOp::Eq, c[1], none);
+            let gt = e.kb.cmp(CmpOp::Gt, v, c[0]);
+            let better = e.kb.bin(BinOp::Or, empty, gt);
+            let take = e.kb.bin(BinOp::And, ok, better);
+            let bv = e.kb.select(take, v, c[0]);
+            let bi = e.kb.select(take, k, c[1]);
+            let first_nan = e.kb.bin(BinOp::Min, c[2], k);
+            let fi = e.kb.select(nan, first_nan, c[2]);
+            let fin = e.kb.un(UnOp::IsFinite, v);
+            let one = e.u(1);
+            let z = e.u(0);
+            let bad = e.kb.select(fin, z, one);
+            vec![bv, bi, fi, e.kb.bin(BinOp::Or, c[3], bad)]
+        },
+    )?;
+    let pick = move |e: &mut Emit, a: &[Val], b: &[Val]| {
         let a_empty = e.kb.cmp(CmpOp::Eq, a[1], none);
         let b_some = e.kb.cmp(CmpOp::Ne, b[1], none);
         let gt = e.kb.cmp(CmpOp::Gt, b[0], a[0]);
@@ -809,20 +857,123 @@ pub fn argmax(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
         let v = e.kb.select(take, b[0], a[0]);
         let i = e.kb.select(take, b[1], a[1]);
         let f = e.kb.bin(BinOp::Min, a[2], b[2]);
-        vec![v, i, f]
-    })?;
-    let zero = e.u(0);
-    let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
-    e.when(is_first, |e| {
-        let empty = e.kb.cmp(CmpOp::Eq, r[1], none);
-        let nan_empty = e.kb.cmp(CmpOp::Eq, r[2], none);
-        let fallback = e.kb.select(nan_empty, zero, r[2]);
-        let i = e.kb.select(empty, fallback, r[1]);
-        let i = e.kb.bitcast(i, Scalar::I32);
-        e.kb.store(out, row, i);
-        Ok(())
-    })?;
-    Ok(launch([rows, 1, 1], 4 * rows * n))
+        vec![v, i, f, e.kb.bin(BinOp::Or, a[3], b[3])]
+    };
+    let mine = tree(e, found, sub, &pick)?;
+    let mut l = launch([rows, parts, 1], 4 * rows * n);
+    // Scratch: the parts' records where a row has several, then the rows' flags.
+    let flags_at = u32::from(parts > 1);
+    let finish_row = |e: &mut Emit, r: &[Val]| -> Result<()> {
+        let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
+        e.when(is_first, |e| {
+            let empty = e.kb.cmp(CmpOp::Eq, r[1], none);
+            let nan_empty = e.kb.cmp(CmpOp::Eq, r[2], none);
+            let fallback = e.kb.select(nan_empty, zero, r[2]);
+            let i = e.kb.select(empty, fallback, r[1]);
+            let i = e.kb.bitcast(i, Scalar::I32);
+            e.kb.store(out, row, i);
+            Ok(())
+        })?;
+        let Some(fm) = flag_out else {
+            return Ok(());
+        };
+        if rows == 1 {
+            return e.when(is_first, |e| {
+                e.kb.store(fm, zero, r[3]);
+                Ok(())
+            });
+        }
+        // Each row's flag, then the OR of all of them by the last row to count.
+        let flags = e.mem(Buf::Scratch(root, flags_at), Scalar::U32, Access::ReadWrite);
+        e.when(is_first, |e| {
+            e.kb.store(flags, row, r[3]);
+            Ok(())
+        })?;
+        let all = e.u(rows);
+        let arrived = e.arrive(all);
+        let before_last = e.u(rows - 1);
+        let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
+        e.when(last, |e| {
+            e.kb.fence();
+            let mut any = zero;
+            for i in 0..rows {
+                let iv = e.u(i);
+                let f = e.kb.load(flags, iv, 1);
+                any = e.kb.bin(BinOp::Or, any, f);
+            }
+            e.when(is_first, |e| {
+                e.kb.store(fm, zero, any);
+                Ok(())
+            })?;
+            e.depart(all);
+            Ok(())
+        })
+    };
+    if parts == 1 {
+        finish_row(e, &mine)?;
+    } else {
+        // Record `part` of the row: value, index, first NaN and flag, as f32 bits.
+        let recs = e.mem(Buf::Scratch(root, 0), Scalar::F32, Access::ReadWrite);
+        let slot = |e: &mut Emit, p: Val, j: usize| {
+            let pv = e.u(parts);
+            let at = e.kb.mul(row, pv);
+            let at = e.kb.add(at, p);
+            let four = e.u(4);
+            let at = e.kb.mul(at, four);
+            let jv = e.u(j);
+            e.kb.add(at, jv)
+        };
+        let is_first = e.kb.cmp(CmpOp::Eq, local, zero);
+        e.when(is_first, |e| {
+            for (j, &x) in mine.iter().enumerate() {
+                let at = slot(e, part, j);
+                let x = if j == 0 {
+                    x
+                } else {
+                    e.kb.bitcast(x, Scalar::F32)
+                };
+                e.kb.store(recs, at, x);
+            }
+            Ok(())
+        })?;
+        let arrived = e.arrive(row);
+        let before_last = e.u(parts - 1);
+        let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
+        e.when(last, |e| {
+            e.kb.fence();
+            // Every record's loads first, then the fold in part order.
+            let loaded: Vec<Vec<Val>> = (0..parts)
+                .map(|p| {
+                    let pv = e.u(p);
+                    (0..4)
+                        .map(|j| {
+                            let at = slot(e, pv, j);
+                            let x = e.kb.load(recs, at, 1);
+                            if j == 0 {
+                                x
+                            } else {
+                                e.kb.bitcast(x, Scalar::U32)
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let r = loaded[1..]
+                .iter()
+                .fold(loaded[0].clone(), |a, b| pick(e, &a, b));
+            e.depart(row);
+            finish_row(e, &r)
+        })?;
+        l.scratch = vec![(16 * rows * parts) as u64];
+    }
+    // Counters: one per row where a row has several parts, then one for the rows' flags.
+    if flag.is_some() && rows > 1 {
+        l.scratch.push(4 * rows as u64);
+        l.counters = rows + 1;
+    } else if parts > 1 {
+        l.counters = rows;
+    }
+    Ok(l)
 }
 
 /// `any_nonfinite`: one work-group ORs every element's non-finiteness (the scan unrolled).
@@ -833,7 +984,8 @@ pub fn any_nonfinite(e: &mut Emit, root: Value, sub: u32) -> Result<Launch> {
     let out = e.buffer(root, Access::Write)?;
     let local = e.kb.special(Special::LocalX);
     let zero = e.u(0);
-    let flag = scan(e, xm, None, n, &[zero], |e, _, v, f| {
+    let iters = (n / scan_lanes(n)).div_ceil(RED_THREADS);
+    let flag = scan(e, xm, None, n, local, iters, &[zero], |e, _, v, f| {
         let fin = e.kb.un(UnOp::IsFinite, v);
         let one = e.u(1);
         let z = e.u(0);

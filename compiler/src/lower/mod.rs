@@ -171,6 +171,22 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             attns.insert(v, (a, w));
         }
     }
+    // Each argmax with the `any_nonfinite` of the same input, which its kernel computes too.
+    let mut flag_of: HashMap<Value, Value> = HashMap::new();
+    for (f, n) in g.nodes.iter() {
+        if n.op == Op::AnyNonFinite
+            && pl.place[f] == Place::Buffer
+            && let Some((a, _)) = g.nodes.iter().find(|(a, m)| {
+                matches!(m.op, Op::ArgMax { .. })
+                    && m.args[0] == n.args[0]
+                    && pl.place[*a] == Place::Buffer
+                    && !flag_of.contains_key(a)
+            })
+        {
+            flag_of.insert(a, f);
+        }
+    }
+    let flagged: HashSet<Value> = flag_of.values().copied().collect();
     for (v, n) in g.nodes.iter() {
         let fused_mm: Vec<Value> = g
             .nodes
@@ -199,10 +215,12 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                     })?
                 }
                 Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
+                    let flag = flag_of.get(&v).copied();
                     b.emit(g, &pl, "argmax", kernels::RED_THREADS as u32, |e| {
-                        kernels::argmax(e, v, sub)
+                        kernels::argmax(e, v, flag, sub)
                     })?
                 }
+                Op::AnyNonFinite if flagged.contains(&v) => {}
                 Op::AnyNonFinite => {
                     b.emit(g, &pl, "any_nonfinite", kernels::RED_THREADS as u32, |e| {
                         kernels::any_nonfinite(e, v, sub)
