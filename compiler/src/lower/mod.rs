@@ -14,6 +14,7 @@ mod merge;
 mod place;
 mod prefetch;
 mod quant;
+mod reduce;
 mod tables;
 
 pub use expr::{Buf, TRAP_CACHE_OVERFLOW, TRAP_GATHER};
@@ -216,14 +217,14 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                 }
                 Op::ArgMax { axis } if *axis + 1 == g.ty(n.args[0]).shape.rank() => {
                     let flag = flag_of.get(&v).copied();
-                    b.emit(g, &pl, "argmax", kernels::RED_THREADS as u32, |e| {
-                        kernels::argmax(e, v, flag, sub)
+                    b.emit(g, &pl, "argmax", reduce::RED_THREADS as u32, |e| {
+                        reduce::argmax(e, v, flag, sub)
                     })?
                 }
                 Op::AnyNonFinite if flagged.contains(&v) => {}
                 Op::AnyNonFinite => {
-                    b.emit(g, &pl, "any_nonfinite", kernels::RED_THREADS as u32, |e| {
-                        kernels::any_nonfinite(e, v, sub)
+                    b.emit(g, &pl, "any_nonfinite", reduce::RED_THREADS as u32, |e| {
+                        reduce::any_nonfinite(e, v, sub)
                     })?
                 }
                 Op::AttnMix => {
