@@ -246,15 +246,7 @@ pub fn nonfinite_flag<D: Device>(mut engine: Engine<D>, target: Target) {
     let (cap, rows) = (300, 2);
     let (model, bundle) = tiny_bundle(Family::Llama, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
-    let key = bundle
-        .manifest()
-        .entries
-        .iter()
-        .find(|e| e.key.kind == StepKind::Decode)
-        .expect("decode")
-        .key
-        .clone();
-    let id = engine.add_entry(&key).expect("add_entry");
+    let id = engine.add_entry(&decode_key(&bundle)).expect("add_entry");
     let mut g = trace(&model, StepShape::prefill(rows, 1, cap)).expect("trace");
     optimize(&mut g, PassOptions::default()).expect("optimize");
     let mut rng = Rng::new(7);
@@ -309,6 +301,18 @@ pub fn nonfinite_flag<D: Device>(mut engine: Engine<D>, target: Target) {
     assert_eq!(exact, 2, "the tokens and the flag");
 }
 
+/// The key of `bundle`'s decode entry.
+fn decode_key(bundle: &poot_bundle::OpenedBundle) -> poot_bundle::EntryKey {
+    bundle
+        .manifest()
+        .entries
+        .iter()
+        .find(|e| e.key.kind == StepKind::Decode)
+        .expect("decode")
+        .key
+        .clone()
+}
+
 /// Capture versus eager on one device: `steps` decode steps replayed and the same steps
 /// launched eagerly read back identical bytes and leave identical state, bit for bit. The
 /// steps start at position `128 - steps / 2` of an empty cache of 256, so they cross from one
@@ -322,15 +326,7 @@ pub fn capture_vs_eager<D: Device>(
     let (cap, rows) = (256, 2);
     let (_, bundle) = tiny_bundle(family, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
-    let key = bundle
-        .manifest()
-        .entries
-        .iter()
-        .find(|e| e.key.kind == StepKind::Decode)
-        .expect("decode")
-        .key
-        .clone();
-    let id = engine.add_entry(&key).expect("add_entry");
+    let id = engine.add_entry(&decode_key(&bundle)).expect("add_entry");
     let names: Vec<String> = bundle.manifest().entries[0]
         .state
         .iter()
