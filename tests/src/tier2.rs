@@ -87,9 +87,9 @@ use poot_compiler::families::{Family, ModelSpec, StepShape, trace};
 use poot_compiler::passes::{PassOptions, optimize};
 use poot_compiler::plan::Readback;
 use poot_compiler::tiny::{Rng, tiny_model, tiny_model_of, tiny_spec};
-use poot_eval::{EvalOptions, Inputs, eval};
-use poot_ir::SlotKind;
-use poot_runtime::{Device, Engine, Executor};
+use poot_eval::{EvalOptions, Evaluation, Inputs, eval};
+use poot_ir::{Graph, SlotKind};
+use poot_runtime::{Device, Engine, EntryId, Executor, StepOutput};
 use std::collections::HashMap;
 
 fn bslot(k: SlotKind) -> BSlot {
@@ -159,6 +159,53 @@ pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
 }
 
+/// One step of entry `id` (traced as `g`) on the device and in `poot_eval`, from the same
+/// inputs: each slot element `slot(kind, rng)`, each state uniformly random and then passed
+/// through `edit(name, shape, data)`.
+fn step_both<D: Device>(
+    engine: &mut Engine<D>,
+    id: EntryId,
+    g: &Graph,
+    model: &poot_compiler::families::Model,
+    rng: &mut Rng,
+    slot: impl Fn(SlotKind, &mut Rng) -> i32,
+    edit: impl Fn(&str, &[usize], &mut [f32]),
+) -> (Evaluation, StepOutput) {
+    let mut slots = HashMap::new();
+    let mut dev_slots = Vec::new();
+    for (v, k) in g.slots() {
+        let data: Vec<i32> = (0..g.ty(v).shape.numel()).map(|_| slot(k, rng)).collect();
+        dev_slots.push((bslot(k), data.clone()));
+        slots.insert(k, Tensor::i32(g.ty(v).shape.0.clone(), data).expect("slot"));
+    }
+    let mut state = HashMap::new();
+    for (v, name) in g.states() {
+        let shape = g.ty(v).shape.0.clone();
+        let mut data: Vec<f32> = (0..g.ty(v).shape.numel()).map(|_| rng.unit()).collect();
+        edit(name, &shape, &mut data);
+        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        engine.write_state(name, &bytes).expect("write_state");
+        state.insert(name.to_string(), Tensor::f32(shape, data).expect("state"));
+    }
+    let inputs = Inputs {
+        weights: model.weight_views(),
+        state,
+        slots,
+    };
+    let want = eval(g, &inputs, EvalOptions::default()).expect("eval");
+    let got = engine.step(id, &dev_slots).expect("step");
+    (want, got)
+}
+
+/// The bytes of the device output `name`.
+fn device_output<'a>(got: &'a StepOutput, name: &str) -> &'a [u8] {
+    &got.outputs
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no output {name}"))
+        .1
+}
+
 /// Tier 2 for every entry of `model` on `engine` (see `run_tiny`).
 fn run_model<D: Device>(
     mut engine: Engine<D>,
@@ -180,48 +227,18 @@ fn run_model<D: Device>(
         let mut g = trace(model, StepShape::prefill(rows, tokens, cap)).expect("trace");
         optimize(&mut g, PassOptions::default()).expect("optimize");
         for trial in 0..3 {
-            let mut slots = HashMap::new();
-            let mut dev_slots = Vec::new();
-            for (v, k) in g.slots() {
-                let n = g.ty(v).shape.numel();
-                let data: Vec<i32> = (0..n)
-                    .map(|_| match k {
-                        SlotKind::Token => rng.below(model.spec.vocab) as i32,
-                        SlotKind::Pos => match trial {
-                            0 => rng.below(100) as i32,
-                            1 => rng.below(cap - tokens + 1) as i32,
-                            _ => (cap - tokens - rng.below(8)) as i32,
-                        },
-                        _ => rng.below(tokens) as i32,
-                    })
-                    .collect();
-                dev_slots.push((bslot(k), data.clone()));
-                slots.insert(k, Tensor::i32(g.ty(v).shape.0.clone(), data).expect("slot"));
-            }
-            let mut state = HashMap::new();
-            for (v, name) in g.states() {
-                let data: Vec<f32> = (0..g.ty(v).shape.numel()).map(|_| rng.unit()).collect();
-                let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
-                engine.write_state(name, &bytes).expect("write_state");
-                state.insert(
-                    name.to_string(),
-                    Tensor::f32(g.ty(v).shape.0.clone(), data).expect("state"),
-                );
-            }
-            let inputs = Inputs {
-                weights: model.weight_views(),
-                state,
-                slots,
+            let slot = |k: SlotKind, rng: &mut Rng| match k {
+                SlotKind::Token => rng.below(model.spec.vocab) as i32,
+                SlotKind::Pos => match trial {
+                    0 => rng.below(100) as i32,
+                    1 => rng.below(cap - tokens + 1) as i32,
+                    _ => (cap - tokens - rng.below(8)) as i32,
+                },
+                _ => rng.below(tokens) as i32,
             };
-            let want = eval(&g, &inputs, EvalOptions::default()).expect("eval");
-            let got = engine.step(id, &dev_slots).expect("step");
+            let (want, got) = step_both(&mut engine, id, &g, model, &mut rng, slot, |_, _, _| {});
             for (name, t) in &want.outputs {
-                let dev = &got
-                    .outputs
-                    .iter()
-                    .find(|(n, _)| n == name)
-                    .unwrap_or_else(|| panic!("no output {name}"))
-                    .1;
+                let dev = device_output(&got, name);
                 let worst = compare(&format!("{key} trial {trial} {name}"), dev, t, rel)
                     .unwrap_or_else(|e| panic!("{e}"));
                 println!(
@@ -250,52 +267,25 @@ pub fn nonfinite_flag<D: Device>(mut engine: Engine<D>, target: Target) {
     let mut g = trace(&model, StepShape::prefill(rows, 1, cap)).expect("trace");
     optimize(&mut g, PassOptions::default()).expect("optimize");
     let mut rng = Rng::new(7);
-    let mut slots = HashMap::new();
-    let mut dev_slots = Vec::new();
-    for (v, k) in g.slots() {
-        let n = g.ty(v).shape.numel();
-        let data: Vec<i32> = (0..n)
-            .map(|_| match k {
-                SlotKind::Token => rng.below(model.spec.vocab) as i32,
-                SlotKind::Pos => 10,
-                _ => 0,
-            })
-            .collect();
-        dev_slots.push((bslot(k), data.clone()));
-        slots.insert(k, Tensor::i32(g.ty(v).shape.0.clone(), data).expect("slot"));
-    }
-    let mut state = HashMap::new();
-    for (v, name) in g.states() {
-        let shape = g.ty(v).shape.0.clone();
-        let mut data: Vec<f32> = (0..g.ty(v).shape.numel()).map(|_| rng.unit()).collect();
+    let slot = |k: SlotKind, rng: &mut Rng| match k {
+        SlotKind::Token => rng.below(model.spec.vocab) as i32,
+        SlotKind::Pos => 10,
+        _ => 0,
+    };
+    let poison = |name: &str, shape: &[usize], data: &mut [f32]| {
         if name == "v.0" {
             // [rows, cap, groups, head_dim]: row 1, position 3, group 0, dimension 0.
             data[(cap + 3) * shape[2] * shape[3]] = f32::NAN;
         }
-        let bytes: Vec<u8> = data.iter().flat_map(|x| x.to_le_bytes()).collect();
-        engine.write_state(name, &bytes).expect("write_state");
-        state.insert(name.to_string(), Tensor::f32(shape, data).expect("state"));
-    }
-    let inputs = Inputs {
-        weights: model.weight_views(),
-        state,
-        slots,
     };
-    let want = eval(&g, &inputs, EvalOptions::default()).expect("eval");
-    let got = engine.step(id, &dev_slots).expect("step");
+    let (want, got) = step_both(&mut engine, id, &g, &model, &mut rng, slot, poison);
     assert!(got.nonfinite, "the device's non-finite flag is clear");
     let mut exact = 0;
     for (name, t) in &want.outputs {
         if matches!(t.data, Data::F32(_)) {
             continue;
         }
-        let dev = &got
-            .outputs
-            .iter()
-            .find(|(n, _)| n == name)
-            .unwrap_or_else(|| panic!("no output {name}"))
-            .1;
-        compare(name, dev, t, 0.0).unwrap_or_else(|e| panic!("{e}"));
+        compare(name, device_output(&got, name), t, 0.0).unwrap_or_else(|e| panic!("{e}"));
         exact += 1;
     }
     assert_eq!(exact, 2, "the tokens and the flag");

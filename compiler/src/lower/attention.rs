@@ -608,18 +608,12 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             Ok(())
         })?;
         // The last split of this (row, token, head) to finish combines the records.
-        let arrived = e.arrive(rth);
         let n = match s.n_live {
             Some(n) => n,
             None => e.u(s.splits),
         };
-        let before_last = e.kb.sub(n, one);
-        let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
-        e.when(last, |e| {
-            e.kb.fence();
-            combine(e, out, part, rth, [d, s.splits, span], s.n_live)?;
-            e.depart(rth);
-            Ok(())
+        e.last_to_arrive(rth, n, |e| {
+            combine(e, out, part, rth, [d, s.splits, span], s.n_live)
         })
     })
 }

@@ -130,10 +130,16 @@ impl<'a> Emit<'a> {
         self.overrides.insert(v, x);
     }
 
-    /// Counts this work-group in word `index` of `Buf::Counters`, after a fence and a barrier
-    /// (so everything the work-group stored is visible to whichever group counts last), and
-    /// returns in every thread how many groups had counted before it.
-    pub fn arrive(&mut self, index: Val) -> Val {
+    /// Runs `body` in the one work-group that is the last of `count` to count itself in
+    /// word `index` of `Buf::Counters`. Every work-group fences and passes a barrier before
+    /// it counts, so everything any of them stored is visible to the last one, which fences
+    /// again, runs `body` and restores the counter to zero before the dispatch ends.
+    pub fn last_to_arrive(
+        &mut self,
+        index: Val,
+        count: Val,
+        body: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
         let counters = self.mem(Buf::Counters, KS::U32, Access::ReadWrite);
         let arrived_at = self.kb.shared(KS::U32, 1);
         self.kb.fence();
@@ -147,19 +153,17 @@ impl<'a> Emit<'a> {
             b.store(arrived_at, zero, old);
         });
         self.kb.barrier();
-        self.kb.load(arrived_at, zero, 1)
-    }
-
-    /// Restores word `index` of `Buf::Counters` to zero (by the work-group's first thread),
-    /// as the last group to `arrive` must before its dispatch ends.
-    pub fn depart(&mut self, index: Val) {
-        let counters = self.mem(Buf::Counters, KS::U32, Access::ReadWrite);
-        let local = self.kb.special(poot_kir::Special::LocalX);
-        let zero = self.u(0);
-        let lead = self.kb.cmp(KCmp::Eq, local, zero);
-        self.kb.if_then(lead, |b| {
-            b.atomic(poot_kir::ReduceOp::Min, counters, index, zero)
-        });
+        let arrived = self.kb.load(arrived_at, zero, 1);
+        let before_last = self.kb.sub(count, one);
+        let last = self.kb.cmp(KCmp::Eq, arrived, before_last);
+        self.when(last, |e| {
+            e.kb.fence();
+            body(e)?;
+            e.kb.if_then(lead, |b| {
+                b.atomic(poot_kir::ReduceOp::Min, counters, index, zero)
+            });
+            Ok(())
+        })
     }
 
     /// A u32 constant.

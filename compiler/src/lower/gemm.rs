@@ -482,11 +482,8 @@ fn split_finish(
     let gxv = e.u(gxn);
     let tile = e.kb.mul(gy, gxv);
     let tile = e.kb.add(tile, gx);
-    let arrived = e.arrive(tile);
-    let before_last = e.u(ks - 1);
-    let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
-    e.when(last, |e| {
-        e.kb.fence();
+    let parts = e.u(ks);
+    e.last_to_arrive(tile, parts, |e| {
         for (o, _, ssq) in outs {
             let xrow = o.row[1];
             // Every part's loads first, then the sums in part order.
@@ -519,7 +516,6 @@ fn split_finish(
             };
             finish(e, o, &total[..2 * nm], ssq_total)?;
         }
-        e.depart(tile);
         Ok(())
     })
 }

@@ -119,9 +119,7 @@ impl Builder<'_> {
         });
         Ok(())
     }
-}
 
-impl Builder<'_> {
     /// The kernel of one or two matmuls `mms` of one input computing `root`: tiled for many
     /// input rows (`gemm::applies`), the GEMV template otherwise.
     fn emit_matmul(&mut self, g: &Graph, pl: &Placement, root: Value, mms: &[Value]) -> Result<()> {
@@ -178,7 +176,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         if n.op == Op::AnyNonFinite
             && pl.place[f] == Place::Buffer
             && let Some((a, _)) = g.nodes.iter().find(|(a, m)| {
-                matches!(m.op, Op::ArgMax { .. })
+                matches!(m.op, Op::ArgMax { axis } if axis + 1 == g.ty(n.args[0]).shape.rank())
                     && m.args[0] == n.args[0]
                     && pl.place[*a] == Place::Buffer
                     && !flag_of.contains_key(a)

@@ -17,6 +17,13 @@ struct Bytes {
 }
 
 impl Bytes {
+    /// The `words` words of parameter `mem`.
+    fn new(mem: Mem, words: usize) -> Bytes {
+        Bytes {
+            mem,
+            last_word: words.saturating_sub(1) as u32,
+        }
+    }
     fn word(&self, e: &mut Emit, word: Val) -> Val {
         let last = e.kb.u32(self.last_word);
         let at = e.kb.bin(BinOp::Min, word, last);
@@ -54,6 +61,19 @@ impl Bytes {
     }
 }
 
+/// The byte offset of the block holding unit `unit` of row `row` (`row_bytes` per row), for
+/// a block format.
+fn block_at(e: &mut Emit, dtype: DType, row: Val, row_bytes: usize, unit: Val) -> Val {
+    let (per_block, size) = dtype.block();
+    let rb = e.u(row_bytes);
+    let base = e.kb.mul(row, rb);
+    let pu = e.u(per_block / 32);
+    let blk = e.kb.bin(BinOp::Div, unit, pu);
+    let sz = e.u(size);
+    let o = e.kb.mul(blk, sz);
+    e.kb.add(base, o)
+}
+
 /// `from + plus`.
 fn at(e: &mut Emit, from: Val, plus: usize) -> Val {
     let p = e.u(plus);
@@ -80,10 +100,7 @@ pub fn weight(
     k: Val,
     row_bytes: usize,
 ) -> Val {
-    let by = Bytes {
-        mem,
-        last_word: words.saturating_sub(1) as u32,
-    };
+    let by = Bytes::new(mem, words);
     let rb = e.u(row_bytes);
     let base = e.kb.mul(row, rb);
     match dtype {
@@ -160,22 +177,11 @@ pub fn unit(
     unit: Val,
     row_bytes: usize,
 ) -> Vec<Val> {
-    let by = Bytes {
-        mem,
-        last_word: words.saturating_sub(1) as u32,
-    };
-    let rb = e.u(row_bytes);
-    let base = e.kb.mul(row, rb);
-    // Byte offset of unit `unit` within blocks of `size` bytes holding `per` weights.
-    let block_off = |e: &mut Emit, per_units: usize, size: usize| {
-        let pu = e.u(per_units);
-        let blk = e.kb.bin(BinOp::Div, unit, pu);
-        let sz = e.u(size);
-        let o = e.kb.mul(blk, sz);
-        e.kb.add(base, o)
-    };
+    let by = Bytes::new(mem, words);
     match dtype {
         DType::F32 | DType::F16 | DType::Bf16 => {
+            let rb = e.u(row_bytes);
+            let base = e.kb.mul(row, rb);
             let bytes_per = if dtype == DType::F32 { 4 } else { 2 };
             let ub = e.u(32 * bytes_per);
             let uo = e.kb.mul(unit, ub);
@@ -201,28 +207,8 @@ pub fn unit(
                 .collect()
         }
         DType::Q4_0 | DType::Q4_1 | DType::Q5_0 => {
-            let size = dtype.block().1;
-            let bo = block_off(e, 1, size);
-            let d = by.half(e, bo, false);
-            let (qs_at, bias) = match dtype {
-                DType::Q4_0 => (2, 8),
-                DType::Q4_1 => (4, 0),
-                _ => (6, 16),
-            };
-            let m = if dtype == DType::Q4_1 {
-                let mo = at(e, bo, 2);
-                Some(by.half(e, mo, false))
-            } else {
-                None
-            };
-            let qh = if dtype == DType::Q5_0 {
-                let o = at(e, bo, 2);
-                Some(words_at(e, &by, o, 1)[0])
-            } else {
-                None
-            };
-            let qo = at(e, bo, qs_at);
-            let qs = words_at(e, &by, qo, 4);
+            let bo = block_at(e, dtype, row, row_bytes, unit);
+            let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, bo);
             (0..32)
                 .map(|j| {
                     let b = byte_of(e, &qs, j % 16);
@@ -253,7 +239,7 @@ pub fn unit(
                         }
                         None => {
                             let qi = e.kb.bitcast(q, Scalar::I32);
-                            let bv = e.kb.i32(bias);
+                            let bv = e.kb.i32(bias as i32);
                             let c = e.kb.sub(qi, bv);
                             let c = i2f(e, c);
                             e.kb.mul(d, c)
@@ -263,7 +249,7 @@ pub fn unit(
                 .collect()
         }
         DType::Q8_0 => {
-            let bo = block_off(e, 1, 34);
+            let bo = block_at(e, dtype, row, row_bytes, unit);
             let d = by.half(e, bo, false);
             let qo = at(e, bo, 2);
             let q = words_at(e, &by, qo, 8);
@@ -276,7 +262,7 @@ pub fn unit(
                 .collect()
         }
         DType::Q4K => {
-            let bo = block_off(e, 8, 144);
+            let bo = block_at(e, dtype, row, row_bytes, unit);
             let k = q4k_unit(e, &by, bo, unit);
             let c15 = e.u(15);
             (0..32)
@@ -291,7 +277,7 @@ pub fn unit(
                 .collect()
         }
         DType::Q6K => {
-            let bo = block_off(e, 8, 210);
+            let bo = block_at(e, dtype, row, row_bytes, unit);
             let k = q6k_unit(e, &by, bo, unit);
             let four = e.u(4);
             let c15 = e.u(15);
@@ -317,6 +303,37 @@ pub fn unit(
         }
         _ => vec![e.kb.f32(f32::NAN); 32],
     }
+}
+
+/// A Q4_0, Q4_1 or Q5_0 block's fields: its scale, min (Q4_1), fifth bits (Q5_0), the four
+/// words of nibbles, and the bias its codes carry.
+struct SmallBlock {
+    d: Val,
+    m: Option<Val>,
+    qh: Option<Val>,
+    qs: Vec<Val>,
+    bias: u32,
+}
+
+/// The fields of the `dtype` block at byte `bo`.
+fn small_block(e: &mut Emit, by: &Bytes, dtype: DType, bo: Val) -> SmallBlock {
+    let d = by.half(e, bo, false);
+    let (qs_at, bias) = match dtype {
+        DType::Q4_0 => (2, 8),
+        DType::Q4_1 => (4, 0),
+        _ => (6, 16),
+    };
+    let m = (dtype == DType::Q4_1).then(|| {
+        let mo = at(e, bo, 2);
+        by.half(e, mo, false)
+    });
+    let qh = (dtype == DType::Q5_0).then(|| {
+        let o = at(e, bo, 2);
+        words_at(e, by, o, 1)[0]
+    });
+    let qo = at(e, bo, qs_at);
+    let qs = words_at(e, by, qo, 4);
+    SmallBlock { d, m, qh, qs, bias }
 }
 
 /// A Q4_K unit's fields: weight `j` is `dl * ((q byte j >> sh) & 15) - ml`.
@@ -510,18 +527,8 @@ pub fn unit_codes(
             min: None,
         };
     }
-    let by = Bytes {
-        mem,
-        last_word: words.saturating_sub(1) as u32,
-    };
-    let rb = e.u(row_bytes);
-    let base = e.kb.mul(row, rb);
-    let (per_block, size) = dtype.block();
-    let pu = e.u(per_block / 32);
-    let blk = e.kb.bin(BinOp::Div, unit_v, pu);
-    let sz = e.u(size);
-    let bo = e.kb.mul(blk, sz);
-    let bo = e.kb.add(base, bo);
+    let by = Bytes::new(mem, words);
+    let bo = block_at(e, dtype, row, row_bytes, unit_v);
     let nibbles = e.kb.u32(0x0f0f_0f0f);
     if dtype == DType::Q4K {
         let k = q4k_unit(e, &by, bo, unit_v);
@@ -562,8 +569,8 @@ pub fn unit_codes(
             min: None,
         };
     }
-    let scale = by.half(e, bo, false);
     if dtype == DType::Q8_0 {
+        let scale = by.half(e, bo, false);
         let qo = at(e, bo, 2);
         let q = words_at(e, &by, qo, 8);
         let flip = e.kb.u32(0x8080_8080);
@@ -580,21 +587,7 @@ pub fn unit_codes(
             min: None,
         };
     }
-    let (qs_at, bias) = match dtype {
-        DType::Q4_0 => (2, 8),
-        DType::Q4_1 => (4, 0),
-        _ => (6, 16),
-    };
-    let min = (dtype == DType::Q4_1).then(|| {
-        let mo = at(e, bo, 2);
-        by.half(e, mo, false)
-    });
-    let qh = (dtype == DType::Q5_0).then(|| {
-        let o = at(e, bo, 2);
-        words_at(e, &by, o, 1)[0]
-    });
-    let qo = at(e, bo, qs_at);
-    let qs = words_at(e, &by, qo, 4);
+    let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, bo);
     let four = e.kb.u32(4);
     let mut low = Vec::with_capacity(16);
     let mut high = Vec::with_capacity(16);
@@ -616,7 +609,7 @@ pub fn unit_codes(
     low.extend(high);
     Codes {
         codes: low,
-        scales: vec![scale],
-        min,
+        scales: vec![d],
+        min: m,
     }
 }

@@ -230,11 +230,7 @@ pub fn argmax(e: &mut Emit, root: Value, flag: Option<Value>, sub: u32) -> Resul
             Ok(())
         })?;
         let all = e.u(rows);
-        let arrived = e.arrive(all);
-        let before_last = e.u(rows - 1);
-        let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
-        e.when(last, |e| {
-            e.kb.fence();
+        e.last_to_arrive(all, all, |e| {
             let mut any = zero;
             for i in 0..rows {
                 let iv = e.u(i);
@@ -244,9 +240,7 @@ pub fn argmax(e: &mut Emit, root: Value, flag: Option<Value>, sub: u32) -> Resul
             e.when(is_first, |e| {
                 e.kb.store(fm, zero, any);
                 Ok(())
-            })?;
-            e.depart(all);
-            Ok(())
+            })
         })
     };
     if parts == 1 {
@@ -276,11 +270,8 @@ pub fn argmax(e: &mut Emit, root: Value, flag: Option<Value>, sub: u32) -> Resul
             }
             Ok(())
         })?;
-        let arrived = e.arrive(row);
-        let before_last = e.u(parts - 1);
-        let last = e.kb.cmp(CmpOp::Eq, arrived, before_last);
-        e.when(last, |e| {
-            e.kb.fence();
+        let parts_v = e.u(parts);
+        e.last_to_arrive(row, parts_v, |e| {
             // Every record's loads first, then the fold in part order.
             let loaded: Vec<Vec<Val>> = (0..parts)
                 .map(|p| {
@@ -301,7 +292,6 @@ pub fn argmax(e: &mut Emit, root: Value, flag: Option<Value>, sub: u32) -> Resul
             let r = loaded[1..]
                 .iter()
                 .fold(loaded[0].clone(), |a, b| pick(e, &a, b));
-            e.depart(row);
             finish_row(e, &r)
         })?;
         l.scratch = vec![(16 * rows * parts) as u64];
