@@ -25,6 +25,9 @@
 //!   where the old value is used (both relaxed, at GPU scope); f32 atomics other than `add`
 //!   are refused. `fence` is `fence.acq_rel.gpu`. `prefetch` is `cp.async.bulk.prefetch.L2`
 //!   where the target has it (skipped for an empty range), else nothing.
+//! - Each kir `let` becomes its own few instructions, except the patterns `select` recognizes
+//!   (a byte of a word or'ed with a constant whose low byte is zero: one `prmt.b32`), which
+//!   compute exactly the same bits.
 //! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no
 //!   contraction, no flush-to-zero) except `exp`, `rsqrt`, `sin` and `cos`, which use the
 //!   hardware approximations documented in `ops`.
@@ -33,6 +36,7 @@
 
 mod error;
 mod ops;
+mod select;
 mod target;
 mod writer;
 

@@ -90,6 +90,15 @@ impl Writer<'_> {
             }
             Expr::Binary(op, a, b) => {
                 let s = self.ty(*a).scalar;
+                if d.len() == 1
+                    && matches!(s, Scalar::U32 | Scalar::I32)
+                    && let Some(p) = self.patterns.permute(*op, *a, *b)
+                {
+                    let (rd, ra) = (d[0], self.of(p.a)[0]);
+                    let rb = self.of(p.b)[0];
+                    emit!(self, "prmt.b32 {rd}, {ra}, {rb}, {:#06x};", p.selector);
+                    return Ok(());
+                }
                 for ((rd, ra), rb) in d.into_iter().zip(self.of(*a)).zip(self.of(*b)) {
                     self.binary(*op, s, rd, ra, rb, v)?;
                 }

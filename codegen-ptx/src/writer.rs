@@ -15,6 +15,7 @@
 //! - Labels are `$L<n>_<role>`, numbered in program order per construct.
 
 use crate::error::{PtxError, Result};
+use crate::select::Patterns;
 use crate::target::PtxTarget;
 use poot_kir::{Access, Carried, Inst, Kernel, Mem, ReduceOp, Scalar, Ty, Val};
 use std::collections::HashMap;
@@ -99,6 +100,8 @@ pub(crate) struct Writer<'a> {
     param_base: Vec<Reg>,
     shared_base: Vec<Reg>,
     pub(crate) body: String,
+    /// The kir patterns instruction selection recognizes.
+    pub(crate) patterns: Patterns<'a>,
 }
 
 impl<'a> Writer<'a> {
@@ -113,6 +116,7 @@ impl<'a> Writer<'a> {
             param_base: Vec::new(),
             shared_base: Vec::new(),
             body: String::new(),
+            patterns: Patterns::new(k),
         };
         for (v, ty) in k.types.iter() {
             let regs = (0..ty.lanes).map(|_| w.reg(class(ty.scalar))).collect();
