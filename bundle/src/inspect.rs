@@ -1,9 +1,12 @@
-//! [`inspect`]: the human summary `poot-compile inspect` prints. Deterministic: the same
-//! bundle always gives the same text.
+//! [`inspect`]: the human summary `poot-compile inspect` prints; [`dispatches`]: every
+//! entry's launches; [`kernel_files`]: every target's kernel code as files. Deterministic:
+//! the same bundle always gives the same text and files.
 
 use std::fmt::Write as _;
+use std::path::PathBuf;
 
 use crate::open::OpenedBundle;
+use crate::types::Target;
 
 /// Summarizes a bundle: format, model, targets, kernels per target (name, code bytes), arena
 /// sizes, weight bytes, and each entry's dispatch count and bytes read per step.
@@ -97,6 +100,65 @@ pub fn inspect(bundle: &OpenedBundle) -> String {
         );
     }
     out
+}
+
+/// Each entry's launches in order: index, kernel (index and name), grid and relative work,
+/// the figures a per-kernel measurement needs (`runtime/examples/launch_floor.rs` replays
+/// one kernel on a given grid).
+pub fn dispatches(bundle: &OpenedBundle) -> String {
+    let m = bundle.manifest();
+    let names = m.targets.first().map(|c| &c.kernels);
+    let mut out = String::new();
+    for entry in &m.entries {
+        let _ = writeln!(out, "{}:", entry.key);
+        for (i, d) in entry.dispatches.iter().enumerate() {
+            let name = names
+                .and_then(|k| k.get(d.kernel as usize))
+                .map_or("?", |k| k.name.as_str());
+            let [x, y, z] = d.grid;
+            let _ = writeln!(
+                out,
+                "  {i:>4} {:>4} {name:<32} grid {x}x{y}x{z}, work {}",
+                d.kernel, d.work
+            );
+        }
+    }
+    out
+}
+
+/// Every target's kernels as files: `TARGET/INDEX-NAME.EXT` (`ptx` text, `spv` SPIR-V
+/// words, `kir` encoded kernel IR) and the code's bytes, in target then kernel order. A name
+/// keeps only ASCII letters, digits, `_` and `-` (others become `_`), so a crafted bundle
+/// cannot name a file outside its target's folder.
+pub fn kernel_files(bundle: &OpenedBundle) -> Vec<(PathBuf, &[u8])> {
+    let m = bundle.manifest();
+    let mut files = Vec::new();
+    for code in &m.targets {
+        let ext = match code.target {
+            Target::Ptx { .. } => "ptx",
+            Target::Spirv { .. } => "spv",
+            Target::Reference => "kir",
+        };
+        for (i, k) in code.kernels.iter().enumerate() {
+            let name: String = k
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let file = format!("{i:03}-{name}.{ext}");
+            files.push((
+                PathBuf::from(code.target.to_string()).join(file),
+                k.code.as_slice(),
+            ));
+        }
+    }
+    files
 }
 
 /// `512 B`, or `1234567 B (1.2 MiB)` from 1 KiB up.

@@ -78,7 +78,7 @@ pub use format::{
     FORMAT_VERSION, FormatVersion, MAGIC, MAX_MANIFEST_BYTES, SECTION_ALIGN, SectionKind,
     WEIGHT_ALIGN, write, write_file,
 };
-pub use inspect::inspect;
+pub use inspect::{dispatches, inspect, kernel_files};
 pub use open::{OpenedBundle, missing_entry, open, open_bytes};
 pub use pack::WeightPacker;
 pub use types::{

@@ -3,10 +3,12 @@
 
 mod common;
 
-use common::{MANIFEST_OFFSET, key, read_u64, sample, sample_bytes, table_field};
+use common::{
+    MANIFEST_OFFSET, assemble_unchecked, key, read_u64, sample, sample_bytes, table_field,
+};
 use poot_bundle::{
-    FORMAT_VERSION, SECTION_ALIGN, StepKind, Target, WEIGHT_ALIGN, WeightPacker, inspect, open,
-    open_bytes, write, write_file,
+    FORMAT_VERSION, SECTION_ALIGN, StepKind, Target, WEIGHT_ALIGN, WeightPacker, dispatches,
+    inspect, kernel_files, open, open_bytes, write, write_file,
 };
 
 #[test]
@@ -213,4 +215,59 @@ entries: 3
   generate prefill tokens=16 rows=1 cap=64 greedy: 3 dispatches, reads 5396 B (5.3 KiB) per step, scratch 1024 B (1.0 KiB)
 ";
     assert_eq!(inspect(&bundle), expected);
+}
+
+#[test]
+fn dispatches_lists_every_launch_of_every_entry() {
+    let bundle = open_bytes(sample_bytes()).unwrap();
+    let launches = [
+        "     0    0 embed                            grid 1x1x1, work 10\n",
+        "     1    1 matmul_q8                        grid 4x1x1, work 40\n",
+        "     2    2 argmax                           grid 1x1x1, work 1\n",
+    ]
+    .concat();
+    let expected = format!(
+        "generate decode rows=1 cap=64 greedy:\n{launches}\
+         generate decode rows=4 cap=64 greedy:\n{launches}\
+         generate prefill tokens=16 rows=1 cap=64 greedy:\n{launches}"
+    );
+    assert_eq!(dispatches(&bundle), expected);
+}
+
+#[test]
+fn kernel_files_name_every_kernel_of_every_target() {
+    let bundle = open_bytes(sample_bytes()).unwrap();
+    let files: Vec<(String, Vec<u8>)> = kernel_files(&bundle)
+        .into_iter()
+        .map(|(p, code)| (p.display().to_string(), code.to_vec()))
+        .collect();
+    let names: Vec<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "ptx-sm90/000-embed.ptx",
+            "ptx-sm90/001-matmul_q8.ptx",
+            "ptx-sm90/002-argmax.ptx",
+            "reference/000-embed.kir",
+            "reference/001-matmul_q8.kir",
+            "reference/002-argmax.kir",
+        ]
+    );
+    let (manifest, _) = sample();
+    assert_eq!(files[1].1, manifest.targets[0].kernels[1].code);
+    assert_eq!(files[5].1, manifest.targets[1].kernels[2].code);
+}
+
+#[test]
+fn kernel_file_names_stay_inside_their_target_folder() {
+    let (mut manifest, weights) = sample();
+    for code in &mut manifest.targets {
+        code.kernels[0].name = "../../etc/x y".to_string();
+    }
+    let bundle = open_bytes(assemble_unchecked(&manifest, &weights)).unwrap();
+    let files = kernel_files(&bundle);
+    assert_eq!(
+        files[0].0,
+        std::path::Path::new("ptx-sm90/000-______etc_x_y.ptx")
+    );
 }

@@ -5,6 +5,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use poot_bundle::Target;
+use poot_compiler::CompileError;
 use poot_compiler::compile::{CompileOptions, compile};
 use poot_compiler::families::{Model, StepShape, trace};
 use poot_compiler::oracle::Oracle;
@@ -59,6 +60,12 @@ enum Cmd {
     Inspect {
         /// The bundle.
         bundle: PathBuf,
+        /// Also print every entry's launches (kernel, grid, work).
+        #[arg(long)]
+        dispatches: bool,
+        /// Also write every target's kernel code to DIR/TARGET/INDEX-NAME.{ptx,spv,kir}.
+        #[arg(long, value_name = "DIR")]
+        kernels: Option<PathBuf>,
     },
     /// Generate text greedily with the CPU reference (the oracle every device is checked against).
     Generate {
@@ -123,9 +130,31 @@ fn targets(s: &str) -> Result<Vec<Target>, Box<dyn std::error::Error>> {
 fn run(cli: Cli) -> AnyResult {
     match cli.cmd {
         None => compile_cmd(cli.compile),
-        Some(Cmd::Inspect { bundle }) => {
+        Some(Cmd::Inspect {
+            bundle,
+            dispatches,
+            kernels,
+        }) => {
             let b = poot_bundle::open(&bundle)?;
             print!("{}", poot_bundle::inspect(&b));
+            if dispatches {
+                print!("{}", poot_bundle::dispatches(&b));
+            }
+            if let Some(dir) = kernels {
+                let files = poot_bundle::kernel_files(&b);
+                for (file, code) in &files {
+                    let path = dir.join(file);
+                    let io = |source| CompileError::Io {
+                        path: path.clone(),
+                        source,
+                    };
+                    if let Some(parent) = path.parent() {
+                        std::fs::create_dir_all(parent).map_err(io)?;
+                    }
+                    std::fs::write(&path, code).map_err(io)?;
+                }
+                println!("wrote {} kernel files under {}", files.len(), dir.display());
+            }
             Ok(())
         }
         Some(Cmd::Generate {

@@ -7,9 +7,11 @@
 //!   of 100 event-timed replays) and launched eagerly (median wall time of 100 rounds of N
 //!   launches and a synchronize); then a persistent kernel whose work-groups meet N times at
 //!   a grid barrier (an atomic count and a spin), the in-kernel alternative to a dispatch.
-//! - `launch_floor FILE.ptx GRIDX [N]`: the file's kernel (128 threads or its `.maxntid`,
-//!   every `.u64` parameter a zeroed 64 MiB buffer) replayed N times in one graph with
-//!   programmatic dependent launch: one kernel's cost per dispatch, its weights in L2.
+//! - `launch_floor FILE.ptx GRID [N]`: the file's kernel (its `.maxntid` threads, every
+//!   `.u64` parameter a zeroed 64 MiB buffer) on GRID work-groups (`X` or `XxYxZ`, as
+//!   `poot-compile inspect --dispatches` prints them; the kernel files come from `inspect
+//!   --kernels DIR`) replayed N times in one graph with programmatic dependent launch: one
+//!   kernel's cost per dispatch, its weights in L2.
 //!
 //! `cargo run --release -p poot-runtime --features cuda --example launch_floor`
 use cudarc::driver::result::{self, DriverError};
@@ -113,7 +115,7 @@ impl Bench {
     fn launch(
         &self,
         f: sys::CUfunction,
-        grid: u32,
+        grid: [u32; 3],
         block: u32,
         pdl: bool,
         params: &mut [*mut c_void],
@@ -126,9 +128,9 @@ impl Bench {
             },
         };
         let config = sys::CUlaunchConfig {
-            gridDimX: grid,
-            gridDimY: 1,
-            gridDimZ: 1,
+            gridDimX: grid[0],
+            gridDimY: grid[1],
+            gridDimZ: grid[2],
             blockDimX: block,
             blockDimY: 1,
             blockDimZ: 1,
@@ -209,8 +211,21 @@ fn median(mut v: Vec<f64>) -> f64 {
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [file, grid, rest @ ..] => kernel_chain(file, grid.parse()?, count(rest.first())?),
+        [file, grid, rest @ ..] => kernel_chain(file, parse_grid(grid)?, count(rest.first())?),
         rest => floors(count(rest.first())?),
+    }
+}
+
+/// `X` or `XxYxZ`.
+fn parse_grid(s: &str) -> Res<[u32; 3]> {
+    let dims = s
+        .split('x')
+        .map(str::parse)
+        .collect::<Result<Vec<u32>, _>>()?;
+    match dims[..] {
+        [x] => Ok([x, 1, 1]),
+        [x, y, z] => Ok([x, y, z]),
+        _ => Err(format!("grid `{s}`: expected X or XxYxZ").into()),
     }
 }
 
@@ -233,7 +248,13 @@ fn floors(n: usize) -> Res<()> {
                 let chain = || {
                     let mut p = buf;
                     (0..n).try_for_each(|_| {
-                        b.launch(f, grid, 128, pdl, &mut [&mut p as *mut u64 as *mut c_void])
+                        b.launch(
+                            f,
+                            [grid, 1, 1],
+                            128,
+                            pdl,
+                            &mut [&mut p as *mut u64 as *mut c_void],
+                        )
                     })
                 };
                 let exec = b.graph(chain)?;
@@ -255,7 +276,7 @@ fn floors(n: usize) -> Res<()> {
             let (mut p, mut r) = (buf, rounds);
             b.launch(
                 gridbar,
-                grid,
+                [grid, 1, 1],
                 128,
                 false,
                 &mut [
@@ -272,7 +293,7 @@ fn floors(n: usize) -> Res<()> {
     Ok(())
 }
 
-fn kernel_chain(file: &str, grid: u32, n: usize) -> Res<()> {
+fn kernel_chain(file: &str, grid: [u32; 3], n: usize) -> Res<()> {
     let text = std::fs::read_to_string(file)?;
     let name = text
         .split(".entry ")
@@ -301,8 +322,9 @@ fn kernel_chain(file: &str, grid: u32, n: usize) -> Res<()> {
         })
     })?;
     let us = b.time(|| b.replay(exec))?;
+    let [x, y, z] = grid;
     println!(
-        "{name} grid {grid} x{n}: {us:8.1} us ({:.2} a dispatch)",
+        "{name} grid {x}x{y}x{z} x{n}: {us:8.1} us ({:.2} a dispatch)",
         us / n as f64
     );
     Ok(())
