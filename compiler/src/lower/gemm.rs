@@ -20,7 +20,8 @@
 //! last part of a tile to finish adds them in part order (see `split_finish`).
 
 use super::expr::{Buf, Emit};
-use super::kernels::{Launch, Operands, Weight, args, inv_rms, launch, operands, store};
+use super::kernels::{Launch, args, inv_rms, launch, store};
+use super::matmul::{Operands, Weight, operands};
 use super::place::{Place, Placement};
 use super::quant::unit;
 use crate::Result;

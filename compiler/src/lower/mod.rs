@@ -10,6 +10,7 @@ mod attention;
 mod expr;
 mod gemm;
 mod kernels;
+mod matmul;
 mod merge;
 mod place;
 mod prefetch;
@@ -135,8 +136,8 @@ impl Builder<'_> {
                 g,
                 pl,
                 &format!("{dual}matmul"),
-                kernels::MM_WARPS as u32 * sub,
-                |e| kernels::matmul(e, root, mms, sub),
+                matmul::MM_WARPS as u32 * sub,
+                |e| matmul::matmul(e, root, mms, sub),
             )
         }
     }

@@ -1,0 +1,427 @@
+//! The decode matmul: `x @ w^T` for a few input rows, with the packed GGUF formats decoded
+//! in the kernel (the tiled prefill matmul is in `gemm`, which shares `operands`).
+//!
+//! Invariants: one or two matmuls of one input per kernel (a SwiGLU's gate and up); an RMS
+//! norm of the input may run in the prologue (its squares summed from the same loads as the
+//! products, its scale applied to the reduced sums), and an element-wise value of the
+//! output's shape in the epilogue (evaluated in every lane, stored by lane 0); every
+//! subgroup reduction runs with the whole subgroup active; the parts of a split `k` are
+//! added in part order, so results do not depend on scheduling.
+
+use super::expr::Emit;
+use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
+use super::quant::{Codes, unit_codes, weight};
+use crate::Result;
+use poot_ir::{DType, Value};
+use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
+
+/// One matmul's weight bound in a kernel: its words, their count, dtype and bytes per row.
+pub(super) type Weight = (Mem, usize, DType, usize);
+
+/// The operands of one or two matmuls `mms` of one input `x`, bound in a kernel: the input
+/// rows (the norm's input where `x` is an RMS norm computed in the prologue, with the norm's
+/// weight and epsilon), and each matmul's weight.
+pub(super) struct Operands {
+    /// The input rows read.
+    pub x: Mem,
+    /// The prologue norm's weight and epsilon.
+    pub norm: Option<(Mem, f32)>,
+    /// Each matmul's weight.
+    pub ws: Vec<Weight>,
+}
+
+/// Binds the operands of `mms` (rows of `k` weights).
+pub(super) fn operands(e: &mut Emit, mms: &[Value], k: usize) -> Result<Operands> {
+    let [x, _] = args(e, mms[0])?;
+    let (x, norm) = match e.pl.prologue_of(e.g, x) {
+        Some(v) => {
+            let eps = match e.g.nodes[v].op {
+                poot_ir::Op::RmsNorm { eps } => eps.0,
+                _ => 0.0,
+            };
+            let [x0, nw] = args(e, v)?;
+            (
+                e.buffer(x0, Access::Read)?,
+                Some((e.buffer(nw, Access::Read)?, eps)),
+            )
+        }
+        None => (e.buffer(x, Access::Read)?, None),
+    };
+    let mut ws = Vec::with_capacity(mms.len());
+    for &mm in mms {
+        let [_, w] = args(e, mm)?;
+        let dt = e.g.ty(w).dtype;
+        ws.push((
+            e.words(w)?,
+            bytes(e, w).div_ceil(4),
+            dt,
+            dt.bytes_for(k).unwrap_or(0),
+        ));
+    }
+    Ok(Operands { x, norm, ws })
+}
+
+/// Subgroups per matmul work-group, one output column each.
+pub(super) const MM_WARPS: usize = 4;
+/// Input rows per matmul work-group.
+const MM_ROWS: usize = 8;
+/// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
+/// projection, 152 units, would have 5 on one subgroup per column; split over 4, it has 2).
+const MM_UNROLL: usize = 8;
+/// Output columns per subgroup of a matmul as wide as a vocabulary (at least `WIDE_N`
+/// columns): each lane has that many columns' weights in flight, and the grid is that many
+/// times smaller. Narrower matmuls take one column per subgroup.
+const WIDE_COLS: usize = 4;
+/// The output width from which a matmul takes `WIDE_COLS` columns per subgroup.
+const WIDE_N: usize = 16384;
+/// Output columns per subgroup of a dual matmul (a SwiGLU's gate and up) at least `DUAL_N`
+/// wide: each lane has four units of weights in flight instead of two, its x loads and the
+/// prologue's norm serve twice the weights, and the grid is half as large. On the H200,
+/// Qwen2.5-0.5B's 4864-wide gate and up went from 15.1 to 9.6 us per layer (its 1216
+/// work-groups needed two waves at 96 registers a thread); SmolLM2's 1536-wide one, already
+/// one wave, did not gain on CUDA and lost on Vulkan, hence the threshold.
+const DUAL_COLS: usize = 2;
+/// The output width from which a dual matmul takes `DUAL_COLS` columns per subgroup.
+const DUAL_N: usize = 4096;
+/// The fewest units of 32 weights each part of a split `k` sums.
+const KSPLIT_UNITS: usize = 24;
+
+/// Subgroups sharing each output column of a single matmul (one column per subgroup), each
+/// summing a part of `k`, their sums added in shared memory in part order: 4 or 2 where each
+/// part still holds `KSPLIT_UNITS` units of 32 weights (a down projection), so a long
+/// reduction runs as more, shorter subgroups, and the grid grows by as much. On the H200:
+/// Qwen2.5-0.5B's down projections (152 units, 4 parts) took its Vulkan step from 1089-1096
+/// to 973-974 us (CUDA 784-785 against 787-788), SmolLM2's (48 units, 2 parts) CUDA from 488
+/// to 477-479 us and Vulkan from 745 to 726-728; 2 parts for Qwen gave CUDA 776-779, Vulkan
+/// 997-998.
+fn k_parts(n: usize, k: usize, mms: usize, cpw: usize) -> usize {
+    let units = if k.is_multiple_of(32) { k / 32 } else { 0 };
+    [4, 2]
+        .into_iter()
+        .find(|&p| {
+            mms == 1 && cpw == 1 && units >= p * KSPLIT_UNITS && n.is_multiple_of(MM_WARPS / p)
+        })
+        .unwrap_or(1)
+}
+
+/// Output columns per subgroup of a matmul `n` wide computing `mms` matmuls of one input:
+/// several only where they split evenly over the work-group's subgroups.
+fn cols_per_subgroup(n: usize, mms: usize) -> usize {
+    let even = |c: usize| n.is_multiple_of(MM_WARPS * c);
+    if n >= WIDE_N && even(WIDE_COLS) {
+        WIDE_COLS
+    } else if mms > 1 && n >= DUAL_N && even(DUAL_COLS) {
+        DUAL_COLS
+    } else {
+        1
+    }
+}
+
+/// `x @ w^T`: one subgroup per output column (more for a vocabulary-wide output or a wide
+/// dual matmul, see `cols_per_subgroup`; several subgroups per column for a long `k`, see
+/// `k_parts`), up to eight input rows per work-group, lanes
+/// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
+/// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
+/// multiple of 32), then a subgroup sum. A unit of a block format is summed as its codes
+/// times the inputs and scaled once (`unit_codes`): on the H200, Qwen2.5-0.5B's dual
+/// matmul went from 233.2 to 205.7 us per step (1760 to 1376 SASS instructions a thread) and
+/// its decode step from 791-792 to 763 us on CUDA. `mms` are one or two matmuls of the same `x` (a
+/// SwiGLU's gate and up); the root is the matmul itself or an element-wise value of their
+/// shape computed from them (the epilogue).
+pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Launch> {
+    let [x, w0] = args(e, mms[0])?;
+    let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
+    let rows = e.g.ty(x).shape.numel() / k;
+    let rb = rows.min(MM_ROWS);
+    // An RMS norm in the prologue: x = (x0 * r) * nw, with r per row computed here, is summed
+    // as r * sum((x0 * nw) * w): on the H200 SmolLM2's decode step went from 478.8 to 465.7
+    // us (its q/k/v and gate/up kernels from 82.8 and 120.0 to 79.2 and 111.4 us per step).
+    let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
+    let nwm = norm.map(|(m, _)| m);
+    let out = e.buffer(root, Access::Write)?;
+    let root_ty = e.g.ty(root).clone();
+    let sub_v = e.u(sub as usize);
+    let local = e.kb.special(Special::LocalX);
+    let warp = e.kb.bin(BinOp::Div, local, sub_v);
+    let lane = e.kb.special(Special::Lane);
+    let gx = e.kb.special(Special::GroupX);
+    let gy = e.kb.special(Special::GroupY);
+    let cpw = cols_per_subgroup(n, mms.len());
+    let parts = k_parts(n, k, mms.len(), cpw);
+    let wpg = e.u(MM_WARPS / parts);
+    let col = e.kb.mul(gx, wpg);
+    // With a split `k`: the subgroup's column within the work-group, and its part.
+    let (wcol, part) = if parts > 1 {
+        let parts_v = e.u(parts);
+        let wcol = e.kb.bin(BinOp::Div, warp, parts_v);
+        (wcol, Some(e.kb.bin(BinOp::Rem, warp, parts_v)))
+    } else {
+        (warp, None)
+    };
+    let col = e.kb.add(col, wcol);
+    let cols: Vec<Val> = if cpw == 1 {
+        vec![col]
+    } else {
+        let cpw_v = e.u(cpw);
+        let first_col = e.kb.mul(col, cpw_v);
+        (0..cpw)
+            .map(|j| {
+                let jv = e.u(j);
+                e.kb.add(first_col, jv)
+            })
+            .collect()
+    };
+    let rbv = e.u(rb);
+    let m0 = e.kb.mul(gy, rbv);
+    let nv = e.u(n);
+    let inside = e.kb.cmp(CmpOp::Lt, col, nv);
+    // The weights each lane reads: matmul i's column j at j * nm + i.
+    let nm = mms.len();
+    let per_col: Vec<(Val, (Mem, usize, DType, usize))> = cols
+        .iter()
+        .flat_map(|&c| ws.iter().map(move |&w| (c, w)))
+        .collect();
+    // A lane's first unit of 32 weights, and the stride between its units.
+    let first_unit = match part {
+        Some(p) => {
+            let sv = e.u(sub as usize);
+            let x = e.kb.mul(p, sv);
+            e.kb.add(x, lane)
+        }
+        None => lane,
+    };
+    let ustep = sub * parts as u32;
+    e.when_unless(n.is_multiple_of(MM_WARPS * cpw / parts), inside, |e| {
+        let zero = e.kb.f32(0.0);
+        let kv = e.u(k);
+        let last_row = e.u(rows - 1);
+        let row_base = |e: &mut Emit, r: usize| {
+            let rv = e.u(r);
+            let m = e.kb.add(m0, rv);
+            let m = e.kb.bin(BinOp::Min, m, last_row);
+            e.kb.mul(m, kv)
+        };
+        // Accumulator of matmul i, column j, row r at (j * nm + i) * rb + r; with a prologue
+        // norm, row r's sum of squares of x0 follows at `nacc + r`, summed from the same
+        // loads (every lane of a subgroup reads a distinct part of the row, and together the
+        // subgroups of a split `k` read it once), so the norm's scale multiplies the sums
+        // after the reduction and nothing waits for it before the products.
+        let nacc = rb * per_col.len();
+        let init = vec![zero; nacc + if norm.is_some() { rb } else { 0 }];
+        let acc = if k.is_multiple_of(32) {
+            // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
+            // the matching x as eight 4-lane loads, shared by the matmuls.
+            let body = |e: &mut Emit, u: Val, acc: &[Val]| {
+                let c32 = e.u(32);
+                let k0 = e.kb.mul(u, c32);
+                let nv4: Vec<Option<Val>> = (0..8)
+                    .map(|q| {
+                        nwm.map(|nm_| {
+                            let off = e.u(4 * q);
+                            let at = e.kb.add(k0, off);
+                            e.kb.load(nm_, at, 4)
+                        })
+                    })
+                    .collect();
+                let wv: Vec<Codes> = per_col
+                    .iter()
+                    .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes))
+                    .collect();
+                let any_min = wv.iter().any(|w| w.min.is_some());
+                let mut next = acc.to_vec();
+                for r in 0..rb {
+                    let mk = row_base(e, r);
+                    let xb = e.kb.add(mk, k0);
+                    let xs: Vec<Val> = (0..8)
+                        .map(|q| {
+                            let off = e.u(4 * q);
+                            let at = e.kb.add(xb, off);
+                            e.kb.load(xm, at, 4)
+                        })
+                        .collect();
+                    // A factored unit's codes are summed from zero, then scaled into the
+                    // accumulator (with the min times the inputs' sum); plain weights are
+                    // summed into it directly. So are the squares of x0 for a norm.
+                    let mut part: Vec<Vec<Val>> = wv
+                        .iter()
+                        .enumerate()
+                        .map(|(i, w)| match w.scales.len() {
+                            0 => vec![acc[i * rb + r]],
+                            n => vec![zero; n],
+                        })
+                        .collect();
+                    let mut sx = zero;
+                    let mut ss = zero;
+                    for (q, (&xv, n4)) in xs.iter().zip(&nv4).enumerate() {
+                        for c in 0..4 {
+                            let mut x1 = e.kb.extract(xv, c as u8);
+                            if let Some(n4) = n4 {
+                                ss = e.kb.fma(x1, x1, ss);
+                                let nw1 = e.kb.extract(*n4, c as u8);
+                                x1 = e.kb.mul(x1, nw1);
+                            }
+                            let j = 4 * q + c;
+                            for (p, w) in part.iter_mut().zip(&wv) {
+                                let h = j * p.len() / 32;
+                                p[h] = e.kb.fma(x1, w.codes[j], p[h]);
+                            }
+                            if any_min {
+                                sx = e.kb.add(sx, x1);
+                            }
+                        }
+                    }
+                    if norm.is_some() {
+                        next[nacc + r] = e.kb.add(acc[nacc + r], ss);
+                    }
+                    for (i, w) in wv.iter().enumerate() {
+                        let mut t = if w.scales.is_empty() {
+                            part[i][0]
+                        } else {
+                            acc[i * rb + r]
+                        };
+                        for (&d, &p) in w.scales.iter().zip(&part[i]) {
+                            t = e.kb.fma(d, p, t);
+                        }
+                        if let Some(m) = w.min {
+                            t = e.kb.fma(m, sx, t);
+                        }
+                        next[i * rb + r] = t;
+                    }
+                }
+                Ok(next)
+            };
+            // Few rounds per lane: unrolled, so every round's weights are in flight at once.
+            let rounds = (k / 32).div_ceil(ustep as usize);
+            if rounds <= MM_UNROLL {
+                e.unrolled(first_unit, k / 32, ustep, rounds, &init, body)?
+            } else {
+                let units = e.u(k / 32);
+                e.repeat(first_unit, units, ustep, &init, body)?
+            }
+        } else {
+            e.repeat(lane, kv, sub, &init, |e, kk, acc| {
+                let xv: Vec<Val> = (0..rb)
+                    .map(|r| {
+                        let mk = row_base(e, r);
+                        let at = e.kb.add(mk, kk);
+                        e.kb.load(xm, at, 1)
+                    })
+                    .collect();
+                let nw1 = nwm.map(|nm_| e.kb.load(nm_, kk, 1));
+                let wv: Vec<Val> = per_col
+                    .iter()
+                    .map(|&(c, (m, words, dt, rbytes))| weight(e, m, words, dt, c, kk, rbytes))
+                    .collect();
+                let mut next = acc.to_vec();
+                for (r, &x0) in xv.iter().enumerate() {
+                    let x1 = match nw1 {
+                        Some(nw1) => {
+                            next[nacc + r] = e.kb.fma(x0, x0, next[nacc + r]);
+                            e.kb.mul(x0, nw1)
+                        }
+                        None => x0,
+                    };
+                    for (i, &w) in wv.iter().enumerate() {
+                        next[i * rb + r] = e.kb.fma(x1, w, next[i * rb + r]);
+                    }
+                }
+                Ok(next)
+            })?
+        };
+        let mut sums: Vec<Val> = acc
+            .iter()
+            .map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a))
+            .collect();
+        // A split `k`: each part's sums through shared memory, added in part order.
+        if part.is_some() {
+            let per = sums.len();
+            let sh = e.kb.shared(Scalar::F32, (MM_WARPS * per) as u32);
+            let zero_u = e.u(0);
+            let lead = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+            let per_v = e.u(per);
+            let mine = e.kb.mul(warp, per_v);
+            e.when(lead, |e| {
+                for (i, &x) in sums.iter().enumerate() {
+                    let iv = e.u(i);
+                    let at = e.kb.add(mine, iv);
+                    e.kb.store(sh, at, x);
+                }
+                Ok(())
+            })?;
+            e.kb.barrier();
+            let stride = e.u(parts * per);
+            let base = e.kb.mul(wcol, stride);
+            sums = (0..per)
+                .map(|i| {
+                    let loads: Vec<Val> = (0..parts)
+                        .map(|p| {
+                            let o = e.u(p * per + i);
+                            let at = e.kb.add(base, o);
+                            e.kb.load(sh, at, 1)
+                        })
+                        .collect();
+                    loads[1..].iter().fold(loads[0], |a, &x| e.kb.add(a, x))
+                })
+                .collect();
+        }
+        // The norm's 1 / sqrt(mean(x0^2) + eps) of each row scales that row's sums.
+        if let Some((_, eps)) = norm {
+            let scales: Vec<Val> = sums[nacc..]
+                .iter()
+                .map(|&ss| inv_rms(e, ss, k, eps))
+                .collect();
+            sums.truncate(nacc);
+            for (i, s) in sums.iter_mut().enumerate() {
+                *s = e.kb.mul(*s, scales[i % rb]);
+            }
+        }
+        // The epilogue runs in every lane, outside any branch (rows clamped), so the loads of
+        // its other operands (a residual, a bias) can issue before the reductions finish;
+        // lane 0 stores.
+        let mut ys = Vec::with_capacity(rb * cpw);
+        for (j, &c) in cols.iter().enumerate() {
+            for r in 0..rb {
+                let rv = e.u(r);
+                let m = e.kb.add(m0, rv);
+                let rows_v = e.u(rows);
+                let ok = e.kb.cmp(CmpOp::Lt, m, rows_v);
+                let m = e.kb.bin(BinOp::Min, m, last_row);
+                let mn = e.kb.mul(m, nv);
+                let at = e.kb.add(mn, c);
+                let y = if mms == [root] {
+                    sums[j * rb + r]
+                } else {
+                    for (i, &mm) in mms.iter().enumerate() {
+                        e.set_override(mm, sums[(j * nm + i) * rb + r]);
+                    }
+                    let idx = e.unravel(&root_ty.shape.0, at);
+                    e.compute(root, &idx)?
+                };
+                ys.push((ok, at, y));
+            }
+        }
+        let zero_u = e.u(0);
+        let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
+        let first = match part {
+            Some(p) => {
+                let p0 = e.kb.cmp(CmpOp::Eq, p, zero_u);
+                e.kb.bin(BinOp::And, first, p0)
+            }
+            None => first,
+        };
+        e.when(first, |e| {
+            for (ok, at, y) in ys {
+                e.when(ok, |e| {
+                    store(e, out, at, y, root_ty.dtype);
+                    Ok(())
+                })?;
+            }
+            Ok(())
+        })
+    })?;
+    let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
+    Ok(launch(
+        [n.div_ceil(MM_WARPS * cpw / parts), rows.div_ceil(rb), 1],
+        wbytes + 4 * rows * k,
+    ))
+}
