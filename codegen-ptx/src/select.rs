@@ -15,12 +15,12 @@ use poot_kir::{BinOp, Const, Expr, Inst, Kernel, Scalar, Val};
 use std::collections::HashMap;
 
 /// The definition of every value a `let` defines, in any block.
-pub(crate) fn definitions(k: &Kernel) -> HashMap<Val, Expr> {
-    fn walk(insts: &[Inst], defs: &mut HashMap<Val, Expr>) {
+fn definitions(k: &Kernel) -> HashMap<Val, &Expr> {
+    fn walk<'k>(insts: &'k [Inst], defs: &mut HashMap<Val, &'k Expr>) {
         for i in insts {
             match i {
                 Inst::Let(v, e) => {
-                    defs.insert(*v, e.clone());
+                    defs.insert(*v, e);
                 }
                 Inst::If { then, els, .. } => {
                     walk(then, defs);
@@ -50,7 +50,7 @@ pub(crate) struct Permute {
 
 /// What the selection reads of a kernel.
 pub(crate) struct Patterns<'a> {
-    defs: HashMap<Val, Expr>,
+    defs: HashMap<Val, &'a Expr>,
     k: &'a Kernel,
 }
 
