@@ -1,16 +1,17 @@
 //! The planner: programs become bundle entries over five arenas, and a model's weights and
 //! tables become the weights section.
 //!
-//! Invariants: weights and tables are packed once and shared by every entry; carried state
-//! has one layout shared by every entry (a prefill chunk writes the K/V the decode entry
-//! reads), and each entry that uses counters (`Buf::Counters`) has a region of the state
-//! arena of its own after the states placed before it; slot, scratch and readback layouts are
-//! per entry, each arena sized to the largest entry; scratch buffers are packed first-fit by
-//! liveness over the dispatch list (a buffer lives from its first to its last dispatch,
-//! outputs to the end); every offset is 256-byte aligned, which satisfies every vector access
-//! a kernel makes.
+//! Invariants: weights and tables are packed once and shared by every entry, weights in the
+//! kernels' device layout (`lower::layout`); carried state has one layout shared by every
+//! entry (a prefill chunk writes the K/V the decode entry reads), and each entry that uses
+//! counters (`Buf::Counters`) has a region of the state arena of its own after the states
+//! placed before it; slot, scratch and readback layouts are per entry, each arena sized to
+//! the largest entry; scratch buffers are packed first-fit by liveness over the dispatch list
+//! (a buffer lives from its first to its last dispatch, outputs to the end); every offset is
+//! 256-byte aligned, which satisfies every vector access a kernel makes.
 
 use crate::families::Model;
+use crate::lower::layout::device_bytes;
 use crate::lower::{Buf, Program, Tables};
 use crate::{CompileError, Result};
 use poot_bundle::{
@@ -338,12 +339,12 @@ impl<'m> Planner<'m> {
         };
         let name = m.map.get(&role).ok_or_else(missing)?;
         let view = m.store.view(name).ok_or_else(missing)?;
-        Ok(self.weight(
-            &poot_ir::role_text(role),
-            view.dtype.name(),
-            view.dims,
-            view.bytes,
-        ))
+        let role_name = poot_ir::role_text(role);
+        if let Some(w) = self.weights.get(&role_name) {
+            return Ok(w.clone());
+        }
+        let bytes = device_bytes(view.dtype, view.bytes);
+        Ok(self.weight(&role_name, view.dtype.name(), view.dims, &bytes))
     }
 
     /// The arena sizes, the weight map and the weights section.

@@ -10,6 +10,7 @@ mod attention;
 mod expr;
 mod gemm;
 mod kernels;
+pub mod layout;
 mod matmul;
 mod merge;
 mod place;

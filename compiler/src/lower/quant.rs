@@ -4,30 +4,54 @@
 //! exactly the f32 operations of `poot_eval::dequant`, so a device weight equals the reference
 //! weight bit for bit; `unit_codes` gives the same unit for a dot product, as exact integer
 //! codes and the block's scale (and min), whose products equal the weights before rounding.
-//! Weights are bound as `u32` words; block fields at any byte offset are assembled from
-//! whole-word loads, never past the weight's last word.
+//! Weights are bound as `u32` words in the device layout (`layout`: every format's fields
+//! other than f16 scales start on a word, and 16-byte aligned fields load as 4-word
+//! vectors); loads never pass the weight's last word.
 
 use super::expr::Emit;
+use super::layout::regions;
 use poot_ir::DType;
 use poot_kir::{BinOp, CmpOp, Mem, Scalar, UnOp, Val};
 
 struct Bytes {
     mem: Mem,
-    last_word: u32,
+    words: usize,
 }
 
 impl Bytes {
     /// The `words` words of parameter `mem`.
     fn new(mem: Mem, words: usize) -> Bytes {
-        Bytes {
-            mem,
-            last_word: words.saturating_sub(1) as u32,
-        }
+        Bytes { mem, words }
     }
     fn word(&self, e: &mut Emit, word: Val) -> Val {
-        let last = e.kb.u32(self.last_word);
+        let last = e.kb.u32(self.words.saturating_sub(1) as u32);
         let at = e.kb.bin(BinOp::Min, word, last);
         e.kb.load(self.mem, at, 1)
+    }
+    /// `n` words from word-aligned byte offset `off`; as 4-word vectors where `off` is a
+    /// multiple of 16 and `n` of 4 (`vec`), each clamped to the weight's last whole vector.
+    fn words(&self, e: &mut Emit, off: Val, n: usize, vec: bool) -> Vec<Val> {
+        let two = e.kb.u32(2);
+        let w0 = e.kb.bin(BinOp::Shr, off, two);
+        if !vec {
+            return (0..n)
+                .map(|i| {
+                    let iv = e.kb.u32(i as u32);
+                    let at = e.kb.add(w0, iv);
+                    self.word(e, at)
+                })
+                .collect();
+        }
+        let last = e.kb.u32((self.words / 4 * 4).saturating_sub(4) as u32);
+        let mut out = Vec::with_capacity(n);
+        for i in 0..n / 4 {
+            let iv = e.kb.u32(4 * i as u32);
+            let at = e.kb.add(w0, iv);
+            let at = e.kb.bin(BinOp::Min, at, last);
+            let v = e.kb.load(self.mem, at, 4);
+            out.extend((0..4).map(|c| e.kb.extract(v, c)));
+        }
+        out
     }
     /// The byte at byte offset `off`.
     fn byte(&self, e: &mut Emit, off: Val) -> Val {
@@ -61,17 +85,41 @@ impl Bytes {
     }
 }
 
-/// The byte offset of the block holding unit `unit` of row `row` (`row_bytes` per row), for
-/// a block format.
-fn block_at(e: &mut Emit, dtype: DType, row: Val, row_bytes: usize, unit: Val) -> Val {
+/// Where a block's fields lie in the device layout (`layout`): the byte offset of its
+/// field in each region, in region order.
+struct Block {
+    at: Vec<Val>,
+}
+
+/// The block holding unit `unit` of row `row` (`row_bytes` per row) of a block format.
+fn block_at(
+    e: &mut Emit,
+    by: &Bytes,
+    dtype: DType,
+    row: Val,
+    row_bytes: usize,
+    unit: Val,
+) -> Block {
     let (per_block, size) = dtype.block();
-    let rb = e.u(row_bytes);
-    let base = e.kb.mul(row, rb);
+    let bpr = e.u(row_bytes / size);
+    let first = e.kb.mul(row, bpr);
     let pu = e.u(per_block / 32);
     let blk = e.kb.bin(BinOp::Div, unit, pu);
-    let sz = e.u(size);
-    let o = e.kb.mul(blk, sz);
-    e.kb.add(base, o)
+    let blk = e.kb.add(first, blk);
+    // The weight's words hold its blocks rounded up to a word, less than a block.
+    let blocks = 4 * by.words / size;
+    let mut start = 0;
+    let at = regions(dtype)
+        .iter()
+        .map(|&(_, len)| {
+            let lv = e.u(len);
+            let o = e.kb.mul(blk, lv);
+            let o = if start == 0 { o } else { at(e, o, start) };
+            start += blocks * len;
+            o
+        })
+        .collect();
+    Block { at }
 }
 
 /// `from + plus`.
@@ -121,32 +169,6 @@ pub fn weight(
     }
 }
 
-/// `n` little-endian 32-bit values starting at even byte offset `off` (loads `n + 1` words and
-/// shifts by two bytes when `off` is not word-aligned).
-fn words_at(e: &mut Emit, by: &Bytes, off: Val, n: usize) -> Vec<Val> {
-    let two = e.kb.u32(2);
-    let w0 = e.kb.bin(BinOp::Shr, off, two);
-    let w: Vec<Val> = (0..=n)
-        .map(|i| {
-            let iv = e.kb.u32(i as u32);
-            let at = e.kb.add(w0, iv);
-            by.word(e, at)
-        })
-        .collect();
-    let sub = e.kb.bin(BinOp::And, off, two);
-    let zero = e.kb.u32(0);
-    let aligned = e.kb.cmp(CmpOp::Eq, sub, zero);
-    let sixteen = e.kb.u32(16);
-    (0..n)
-        .map(|i| {
-            let lo = e.kb.bin(BinOp::Shr, w[i], sixteen);
-            let hi = e.kb.bin(BinOp::Shl, w[i + 1], sixteen);
-            let joined = e.kb.bin(BinOp::Or, lo, hi);
-            e.kb.select(aligned, w[i], joined)
-        })
-        .collect()
-}
-
 /// Byte `i` of the little-endian words `w`.
 fn byte_of(e: &mut Emit, w: &[Val], i: usize) -> Val {
     let sh = e.kb.u32(8 * (i % 4) as u32);
@@ -186,7 +208,7 @@ pub fn unit(
             let ub = e.u(32 * bytes_per);
             let uo = e.kb.mul(unit, ub);
             let off = e.kb.add(base, uo);
-            let w = words_at(e, &by, off, 32 * bytes_per / 4);
+            let w = by.words(e, off, 32 * bytes_per / 4, true);
             (0..32)
                 .map(|j| match dtype {
                     DType::F32 => e.kb.bitcast(w[j], Scalar::F32),
@@ -207,8 +229,8 @@ pub fn unit(
                 .collect()
         }
         DType::Q4_0 | DType::Q4_1 | DType::Q5_0 => {
-            let bo = block_at(e, dtype, row, row_bytes, unit);
-            let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, bo);
+            let blk = block_at(e, &by, dtype, row, row_bytes, unit);
+            let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, &blk);
             (0..32)
                 .map(|j| {
                     let b = byte_of(e, &qs, j % 16);
@@ -249,10 +271,9 @@ pub fn unit(
                 .collect()
         }
         DType::Q8_0 => {
-            let bo = block_at(e, dtype, row, row_bytes, unit);
-            let d = by.half(e, bo, false);
-            let qo = at(e, bo, 2);
-            let q = words_at(e, &by, qo, 8);
+            let blk = block_at(e, &by, dtype, row, row_bytes, unit);
+            let q = by.words(e, blk.at[0], 8, true);
+            let d = by.half(e, blk.at[1], false);
             (0..32)
                 .map(|j| {
                     let b = byte_of(e, &q, j);
@@ -262,8 +283,8 @@ pub fn unit(
                 .collect()
         }
         DType::Q4K => {
-            let bo = block_at(e, dtype, row, row_bytes, unit);
-            let k = q4k_unit(e, &by, bo, unit);
+            let blk = block_at(e, &by, dtype, row, row_bytes, unit);
+            let k = q4k_unit(e, &by, blk.at[0], unit);
             let c15 = e.u(15);
             (0..32)
                 .map(|j| {
@@ -277,8 +298,8 @@ pub fn unit(
                 .collect()
         }
         DType::Q6K => {
-            let bo = block_at(e, dtype, row, row_bytes, unit);
-            let k = q6k_unit(e, &by, bo, unit);
+            let blk = block_at(e, &by, dtype, row, row_bytes, unit);
+            let k = q6k_unit(e, &by, &blk, unit);
             let four = e.u(4);
             let c15 = e.u(15);
             let c3 = e.u(3);
@@ -315,24 +336,22 @@ struct SmallBlock {
     bias: u32,
 }
 
-/// The fields of the `dtype` block at byte `bo`.
-fn small_block(e: &mut Emit, by: &Bytes, dtype: DType, bo: Val) -> SmallBlock {
-    let d = by.half(e, bo, false);
-    let (qs_at, bias) = match dtype {
-        DType::Q4_0 => (2, 8),
-        DType::Q4_1 => (4, 0),
-        _ => (6, 16),
-    };
+/// The fields of the Q4_0, Q4_1 or Q5_0 block `blk`: the nibbles (the first region), then
+/// the scale (Q4_1: scale and min in one word), and Q5_0's fifth bits before its scale.
+fn small_block(e: &mut Emit, by: &Bytes, dtype: DType, blk: &Block) -> SmallBlock {
+    let qs = by.words(e, blk.at[0], 4, true);
+    let last = blk.at[blk.at.len() - 1];
+    let d = by.half(e, last, false);
     let m = (dtype == DType::Q4_1).then(|| {
-        let mo = at(e, bo, 2);
+        let mo = at(e, last, 2);
         by.half(e, mo, false)
     });
-    let qh = (dtype == DType::Q5_0).then(|| {
-        let o = at(e, bo, 2);
-        words_at(e, by, o, 1)[0]
-    });
-    let qo = at(e, bo, qs_at);
-    let qs = words_at(e, by, qo, 4);
+    let qh = (dtype == DType::Q5_0).then(|| by.words(e, blk.at[1], 1, false)[0]);
+    let bias = match dtype {
+        DType::Q4_0 => 8,
+        DType::Q4_1 => 0,
+        _ => 16,
+    };
     SmallBlock { d, m, qh, qs, bias }
 }
 
@@ -392,7 +411,7 @@ fn q4k_unit(e: &mut Emit, by: &Bytes, bo: Val, unit: Val) -> Q4kUnit {
     let pair = e.kb.mul(pair, c32);
     let qo = at(e, bo, 16);
     let qo = e.kb.add(qo, pair);
-    let q = words_at(e, by, qo, 8);
+    let q = by.words(e, qo, 8, true);
     let odd = e.kb.bin(BinOp::And, sub, one);
     let sh = e.kb.mul(odd, four);
     Q4kUnit { dl, ml, q, sh }
@@ -408,12 +427,13 @@ struct Q6kUnit {
     shh: Val,
 }
 
-/// The fields of unit `unit` of the Q6_K super-block at byte `bo`.
-fn q6k_unit(e: &mut Emit, by: &Bytes, bo: Val, unit: Val) -> Q6kUnit {
+/// The fields of unit `unit` of the Q6_K super-block `blk` (its first region: `ql`, `qh`
+/// and the sub-block scales in GGUF order; then its scale).
+fn q6k_unit(e: &mut Emit, by: &Bytes, blk: &Block, unit: Val) -> Q6kUnit {
     let eight = e.u(8);
     let u = e.kb.bin(BinOp::Rem, unit, eight);
-    let o208 = at(e, bo, 208);
-    let d = by.half(e, o208, false);
+    let d = by.half(e, blk.at[1], false);
+    let bo = blk.at[0];
     let four = e.u(4);
     let two = e.u(2);
     let one = e.u(1);
@@ -426,11 +446,11 @@ fn q6k_unit(e: &mut Emit, by: &Bytes, bo: Val, unit: Val) -> Q6kUnit {
     let lo_off = e.kb.add(bo, lo_off);
     let oo = e.kb.mul(odd, c32);
     let lo_off = e.kb.add(lo_off, oo);
-    let ql = words_at(e, by, lo_off, 8);
+    let ql = by.words(e, lo_off, 8, true);
     let hi_off = at(e, bo, 128);
     let h32 = e.kb.mul(half, c32);
     let hi_off = e.kb.add(hi_off, h32);
-    let qh = words_at(e, by, hi_off, 8);
+    let qh = by.words(e, hi_off, 8, true);
     let u4h = e.kb.bin(BinOp::Shr, u4, one);
     let shl = e.kb.mul(u4h, four);
     let shh = e.kb.mul(u4, two);
@@ -528,10 +548,10 @@ pub fn unit_codes(
         };
     }
     let by = Bytes::new(mem, words);
-    let bo = block_at(e, dtype, row, row_bytes, unit_v);
+    let blk = block_at(e, &by, dtype, row, row_bytes, unit_v);
     let nibbles = e.kb.u32(0x0f0f_0f0f);
     if dtype == DType::Q4K {
-        let k = q4k_unit(e, &by, bo, unit_v);
+        let k = q4k_unit(e, &by, blk.at[0], unit_v);
         let codes =
             k.q.iter()
                 .flat_map(|&w| {
@@ -547,7 +567,7 @@ pub fn unit_codes(
         };
     }
     if dtype == DType::Q6K {
-        let k = q6k_unit(e, &by, bo, unit_v);
+        let k = q6k_unit(e, &by, &blk, unit_v);
         let twos = e.kb.u32(0x0303_0303);
         let four = e.kb.u32(4);
         let codes =
@@ -570,9 +590,8 @@ pub fn unit_codes(
         };
     }
     if dtype == DType::Q8_0 {
-        let scale = by.half(e, bo, false);
-        let qo = at(e, bo, 2);
-        let q = words_at(e, &by, qo, 8);
+        let q = by.words(e, blk.at[0], 8, true);
+        let scale = by.half(e, blk.at[1], false);
         let flip = e.kb.u32(0x8080_8080);
         let codes = q
             .iter()
@@ -587,7 +606,7 @@ pub fn unit_codes(
             min: None,
         };
     }
-    let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, bo);
+    let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, &blk);
     let four = e.kb.u32(4);
     let mut low = Vec::with_capacity(16);
     let mut high = Vec::with_capacity(16);
