@@ -336,23 +336,35 @@ struct SmallBlock {
     bias: u32,
 }
 
-/// The fields of the Q4_0, Q4_1 or Q5_0 block `blk`: the nibbles (the first region), then
-/// the scale (Q4_1: scale and min in one word), and Q5_0's fifth bits before its scale.
+/// The fields of the Q4_0, Q4_1 or Q5_0 block `blk`: Q4_1's scale, min and nibbles in GGUF
+/// order; Q4_0's and Q5_0's nibbles (the first region), Q5_0's fifth bits, then the scale.
 fn small_block(e: &mut Emit, by: &Bytes, dtype: DType, blk: &Block) -> SmallBlock {
+    if dtype == DType::Q4_1 {
+        let b = blk.at[0];
+        let d = by.half(e, b, false);
+        let mo = at(e, b, 2);
+        let m = Some(by.half(e, mo, false));
+        let qo = at(e, b, 4);
+        let qs = by.words(e, qo, 4, false);
+        return SmallBlock {
+            d,
+            m,
+            qh: None,
+            qs,
+            bias: 0,
+        };
+    }
     let qs = by.words(e, blk.at[0], 4, true);
-    let last = blk.at[blk.at.len() - 1];
-    let d = by.half(e, last, false);
-    let m = (dtype == DType::Q4_1).then(|| {
-        let mo = at(e, last, 2);
-        by.half(e, mo, false)
-    });
     let qh = (dtype == DType::Q5_0).then(|| by.words(e, blk.at[1], 1, false)[0]);
-    let bias = match dtype {
-        DType::Q4_0 => 8,
-        DType::Q4_1 => 0,
-        _ => 16,
-    };
-    SmallBlock { d, m, qh, qs, bias }
+    let d = by.half(e, blk.at[blk.at.len() - 1], false);
+    let bias = if dtype == DType::Q4_0 { 8 } else { 16 };
+    SmallBlock {
+        d,
+        m: None,
+        qh,
+        qs,
+        bias,
+    }
 }
 
 /// A Q4_K unit's fields: weight `j` is `dl * ((q byte j >> sh) & 15) - ml`.
