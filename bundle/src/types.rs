@@ -377,7 +377,9 @@ pub struct WeightInfo {
     pub offset: u64,
     /// Length in bytes.
     pub len: u64,
-    /// Storage type (`f32`, `q8_0`).
+    /// Storage type (`f32`, `q8_0`). The bytes are the checkpoint's, in the layout the
+    /// bundle's kernels read (the compiler's `lower::layout`: a block format may keep each
+    /// field group of its blocks in a region of its own).
     pub dtype: String,
     /// Shape.
     pub dims: Vec<u64>,
