@@ -7,6 +7,7 @@
 //! text) are shared; every emitted kernel passes `poot_kir::verify`.
 
 mod attention;
+mod blocks;
 mod expr;
 mod gemm;
 mod kernels;
