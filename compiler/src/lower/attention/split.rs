@@ -1,93 +1,59 @@
-//! The attention kernel: scores, masked softmax and the weighted sum of values, split over
-//! the cache, with the combine of the splits done by the last split to finish, and for a
-//! decode step the write of the new K/V rows into the cache.
-//!
-//! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups); hidden
-//! positions reach the result only through selects (their scores become -inf, their weights
-//! are skipped), never through a multiply, so whatever a hidden cache row holds cannot leak
-//! into it. A step reads the K/V its position needs, not the whole cache: a hidden position
-//! reads position 0's row instead of its own (one row every split shares), and with a causal
-//! prefix mask the splits past the prefix load nothing and visibility comes from the position
-//! slot, not a mask buffer. Each split that is not alone writes its record
-//! (max score, sum of exponentials, unnormalised output), fences, and counts itself in its
-//! (row, token, head)'s counter; the split that counts last fences again, weighs each record
-//! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
-//! to zero, so the result does not depend on which split finishes last and the counters are
-//! zero between dispatches. With a fused write (`KvWrite`), exactly one work-group stores each
-//! new row (the group's first query head, in the split holding the position), and no
-//! work-group uses the cache's copy of that row: every reader computes it into shared memory.
+//! One split's work-group of the attention kernel: its scores, softmax statistics and mix
+//! of values, the fused cache write, and its result (the output, or a record for the
+//! combine). The invariants are the attention module's.
 
-use super::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
-use super::kernels::{Launch, launch};
+use super::combine::combine;
+use super::{ATT_WARPS, KvWrite};
 use crate::Result;
-use cranelift_entity::SecondaryMap;
-use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
+use crate::lower::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
+use crate::lower::place::Attention;
+use poot_ir::Value;
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
-/// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
-/// written at position `start[row]` of the caches the attention reads.
-pub struct KvWrite {
-    /// The new keys.
-    pub k: Value,
-    /// The new values.
-    pub v: Value,
-    /// The position slot.
-    pub start: Value,
+/// How a split's result leaves it: straight to the output (the only split that sees a
+/// position), as a record for the combine, or either by the runtime conditions (single,
+/// several).
+#[derive(Clone, Copy)]
+pub(super) enum Mode {
+    Direct,
+    Records,
+    Either(Val, Val),
 }
 
-/// Subgroups per attention work-group. A split covers one cache position per thread, so a
-/// split is `ATT_WARPS * sub` positions: a decode step whose visible prefix fits one split
-/// runs as one work-group per head with no combine.
-pub(super) const ATT_WARPS: usize = 4;
-
-/// A causal mask `iota(c) <= bound` (or `<`): a (row, token) sees exactly positions
-/// `0 .. end`, with `end` computed from `bound` alone.
-pub struct Prefix {
-    /// The bound, of size 1 along the cache axis.
-    bound: Value,
-    /// `<=` (the bound itself is visible) rather than `<`.
-    inclusive: bool,
-}
-
-/// The prefix form of `mask`, if it is a comparison of an `i32` iota along the cache axis
-/// with an `i32` bound constant along it.
-pub fn match_prefix(g: &poot_ir::Graph, mask: Value) -> Option<Prefix> {
-    let Op::Compare(op) = g.nodes[mask].op else {
-        return None;
-    };
-    let inclusive = match op {
-        IrCmp::Le => true,
-        IrCmp::Lt => false,
-        IrCmp::Eq => return None,
-    };
-    let [key, bound] = g.nodes[mask].args[..] else {
-        return None;
-    };
-    let (kt, bt) = (g.ty(key), g.ty(bound));
-    let along = matches!(g.nodes[key].op, Op::Iota { axis } if axis + 1 == kt.shape.0.len());
-    let flat = bt.shape.0.last().is_none_or(|&n| n == 1);
-    (along && flat && kt.dtype == DType::I32 && bt.dtype == DType::I32)
-        .then_some(Prefix { bound, inclusive })
-}
-
-/// The cache update of attention `a` that can be fused into it: both caches it reads are
-/// `dynamic_update_slice`s along the position axis by one position per row, at the same
-/// start, and nothing but this attention reads them.
-pub fn match_kv_write(
-    g: &poot_ir::Graph,
-    users: &SecondaryMap<Value, Vec<Value>>,
-    a: &super::place::Attention,
-) -> Option<KvWrite> {
-    let update = |x: Value| match g.nodes[x].op {
-        Op::DynamicUpdateSlice { axis: 1 } if users[x].len() == 1 => {
-            let args = &g.nodes[x].args;
-            (g.ty(args[1]).shape.0.get(1) == Some(&1)).then(|| (args[1], args[2]))
+impl Mode {
+    /// Runs `f` where the result leaves `direct`ly (or as records when not).
+    fn run(
+        self,
+        e: &mut Emit,
+        direct: bool,
+        f: impl FnOnce(&mut Emit) -> Result<()>,
+    ) -> Result<()> {
+        match (self, direct) {
+            (Mode::Direct, true) | (Mode::Records, false) => f(e),
+            (Mode::Direct, false) | (Mode::Records, true) => Ok(()),
+            (Mode::Either(single, _), true) => e.when(single, f),
+            (Mode::Either(_, several), false) => e.when(several, f),
         }
-        _ => None,
-    };
-    let (k, start) = update(a.k)?;
-    let (v, start_v) = update(a.v)?;
-    (start == start_v).then_some(KvWrite { k, v, start })
+    }
+}
+
+/// What one split's work-group needs.
+pub(super) struct Split<'a> {
+    pub(super) a: &'a Attention,
+    pub(super) write: Option<&'a KvWrite>,
+    pub(super) root: Value,
+    /// Head size, cache positions, K/V groups, query heads per group.
+    pub(super) dims: [usize; 4],
+    pub(super) sub: u32,
+    pub(super) splits: usize,
+    /// Row, token, head, flat (row, token, head) and split indices.
+    pub(super) at: [Val; 5],
+    /// The end of the visible prefix, where the mask is a causal prefix.
+    pub(super) end: Option<Val>,
+    /// The splits that see a position, where the mask is a causal prefix and there are
+    /// several splits.
+    pub(super) n_live: Option<Val>,
+    pub(super) mode: Mode,
 }
 
 /// The dot product of shared `q` with `keys` (one value per dimension), with four
@@ -117,160 +83,6 @@ fn dot_q(e: &mut Emit, qs: Mem, keys: &[Val]) -> Val {
     e.kb.add(l, r)
 }
 
-/// Attention, split over the cache: each work-group computes, for one (row, token, head) and
-/// one split of `ATT_WARPS * sub` cache positions (one per thread), the split's max score,
-/// sum of exponentials and unnormalised output. Each subgroup mixes the values of its own
-/// positions lane-per-dimension over their visible prefix, and the work-group sums the
-/// subgroups' mixes in shared memory. Every key and value load is issued before the queries
-/// are computed, so the kernel waits for memory about once before the mix. With a causal
-/// prefix mask, the splits past the prefix do nothing and a prefix inside one split is
-/// written straight to `root`; otherwise the last split to finish combines the records.
-pub fn attention(
-    e: &mut Emit,
-    root: Value,
-    a: &super::place::Attention,
-    write: Option<&KvWrite>,
-    sub: u32,
-) -> Result<Launch> {
-    let g = e.g;
-    let qd = g.ty(a.q).shape.0.clone();
-    let kd = g.ty(a.k).shape.0.clone();
-    let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
-    let (c, groups) = (kd[1], kd[2]);
-    let chunk = ATT_WARPS * sub as usize;
-    let splits = c.div_ceil(chunk);
-    let rec = d + 2;
-    let rth = e.kb.special(Special::GroupX);
-    let split = e.kb.special(Special::GroupY);
-    let hv = e.u(h);
-    let th = e.u(t * h);
-    let ri = e.kb.bin(BinOp::Div, rth, th);
-    let rem = e.kb.bin(BinOp::Rem, rth, th);
-    let ti = e.kb.bin(BinOp::Div, rem, hv);
-    let hi = e.kb.bin(BinOp::Rem, rem, hv);
-    let prefix = match_prefix(g, a.mask);
-    let end = match &prefix {
-        Some(p) => Some(prefix_end(e, p, [ri, hi, ti], c)?),
-        None => None,
-    };
-    let n_live = match end {
-        Some(end) if splits > 1 => Some(live_splits(e, end, chunk)),
-        _ => None,
-    };
-    let mode = match n_live {
-        _ if splits == 1 => Mode::Direct,
-        None => Mode::Records,
-        Some(n) => {
-            let one = e.u(1);
-            Mode::Either(e.kb.cmp(CmpOp::Eq, n, one), e.kb.cmp(CmpOp::Gt, n, one))
-        }
-    };
-    let s = Split {
-        a,
-        write,
-        root,
-        dims: [d, c, groups, h / groups],
-        sub,
-        splits,
-        at: [ri, ti, hi, rth, split],
-        end,
-        n_live,
-        mode,
-    };
-    match n_live {
-        Some(n) => {
-            let active = e.kb.cmp(CmpOp::Lt, split, n);
-            e.when(active, |e| split_body(e, &s))?;
-        }
-        None => split_body(e, &s)?,
-    }
-    let rows = r * t * h;
-    let mut l = launch(
-        [rows, splits, 1],
-        8 * r * c * groups * d + 4 * rows * splits * rec,
-    );
-    if splits > 1 {
-        l.scratch = vec![(4 * rows * splits * rec) as u64];
-        l.counters = rows;
-    }
-    Ok(l)
-}
-
-/// How a split's result leaves it: straight to the output (the only split that sees a
-/// position), as a record for the combine, or either by the runtime conditions (single,
-/// several).
-#[derive(Clone, Copy)]
-enum Mode {
-    Direct,
-    Records,
-    Either(Val, Val),
-}
-
-impl Mode {
-    /// Runs `f` where the result leaves `direct`ly (or as records when not).
-    fn run(
-        self,
-        e: &mut Emit,
-        direct: bool,
-        f: impl FnOnce(&mut Emit) -> Result<()>,
-    ) -> Result<()> {
-        match (self, direct) {
-            (Mode::Direct, true) | (Mode::Records, false) => f(e),
-            (Mode::Direct, false) | (Mode::Records, true) => Ok(()),
-            (Mode::Either(single, _), true) => e.when(single, f),
-            (Mode::Either(_, several), false) => e.when(several, f),
-        }
-    }
-}
-
-/// What one split's work-group needs.
-struct Split<'a> {
-    a: &'a super::place::Attention,
-    write: Option<&'a KvWrite>,
-    root: Value,
-    /// Head size, cache positions, K/V groups, query heads per group.
-    dims: [usize; 4],
-    sub: u32,
-    splits: usize,
-    /// Row, token, head, flat (row, token, head) and split indices.
-    at: [Val; 5],
-    /// The end of the visible prefix, where the mask is a causal prefix.
-    end: Option<Val>,
-    /// The splits that see a position, where the mask is a causal prefix and there are
-    /// several splits.
-    n_live: Option<Val>,
-    mode: Mode,
-}
-
-/// The end (`u32`, at most `c`) of `p`'s visible prefix for (row, head, token) `rht`.
-fn prefix_end(e: &mut Emit, p: &Prefix, rht: [Val; 3], c: usize) -> Result<Val> {
-    let zero = e.u(0);
-    let idx = e.broadcast_idx(p.bound, 4, &[rht[0], rht[1], rht[2], zero]);
-    let b = e.value(p.bound, &idx)?;
-    let top = e.kb.i32(c as i32 - i32::from(p.inclusive));
-    let b = e.kb.bin(BinOp::Min, b, top);
-    let end = if p.inclusive {
-        let one = e.kb.i32(1);
-        e.kb.add(b, one)
-    } else {
-        b
-    };
-    let none = e.kb.i32(0);
-    let end = e.kb.bin(BinOp::Max, end, none);
-    Ok(e.kb.bitcast(end, Scalar::U32))
-}
-
-/// The number of splits of `chunk` positions holding a position of the prefix ending at
-/// `end`: at least one, so a row that sees nothing still gets its (NaN) result.
-fn live_splits(e: &mut Emit, end: Val, chunk: usize) -> Val {
-    let one = e.u(1);
-    let end = e.kb.bin(BinOp::Max, end, one);
-    let round = e.u(chunk - 1);
-    let x = e.kb.add(end, round);
-    let cv = e.u(chunk);
-    e.kb.bin(BinOp::Div, x, cv)
-}
-
 /// Runs `f` on each dimension `dd < d` spread over `span` threads from `local`.
 fn per_dim(
     e: &mut Emit,
@@ -290,7 +102,7 @@ fn per_dim(
 }
 
 /// One split's work-group: scores, softmax statistics, the mix, and its result.
-fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
+pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let [d, c, groups, per] = s.dims;
     let [ri, ti, hi, rth, split] = s.at;
     let subn = s.sub as usize;
@@ -616,98 +428,4 @@ fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             combine(e, out, part, rth, [d, s.splits, span], s.n_live)
         })
     })
-}
-
-/// Combines the records of (row, token, head) `rth` in `part` into `out` (`[r, t, h, d]`):
-/// `splits` records, of which the first `n_live` were written this step where given; one
-/// dimension per thread of `span`.
-fn combine(
-    e: &mut Emit,
-    out: Mem,
-    part: Mem,
-    rth: Val,
-    [d, splits, span]: [usize; 3],
-    n_live: Option<Val>,
-) -> Result<()> {
-    let local = e.kb.special(Special::LocalX);
-    let rec = e.u(d + 2);
-    let splits_v = e.u(splits);
-    let ninf = e.kb.f32(f32::NEG_INFINITY);
-    let zero = e.kb.f32(0.0);
-    let one = e.u(1);
-    let slot0 = e.kb.mul(rth, splits_v);
-    let last_live = n_live.map(|n| e.kb.sub(n, one));
-    // Every split's (m, l) loaded at once (the split count is known), then the maximum; a
-    // split past the live ones reads the last live record and counts as empty.
-    let mut ms = Vec::with_capacity(splits);
-    let mut ls = Vec::with_capacity(splits);
-    let mut bases = Vec::with_capacity(splits);
-    for s_ in 0..splits {
-        let sv = e.u(s_);
-        let (sv, fresh) = match last_live {
-            Some(ll) => {
-                let fresh = e.kb.cmp(CmpOp::Le, sv, ll);
-                (e.kb.bin(BinOp::Min, sv, ll), Some(fresh))
-            }
-            None => (sv, None),
-        };
-        let slot = e.kb.add(slot0, sv);
-        let at = e.kb.mul(slot, rec);
-        let m = e.kb.load(part, at, 1);
-        let m = match fresh {
-            Some(f) => e.kb.select(f, m, ninf),
-            None => m,
-        };
-        let at1 = e.kb.add(at, one);
-        ls.push(e.kb.load(part, at1, 1));
-        ms.push(m);
-        bases.push(at);
-    }
-    let mut big = ninf;
-    for &m in &ms {
-        big = e.kb.bin(BinOp::Max, big, m);
-    }
-    let mut weights = Vec::with_capacity(splits);
-    let mut total = zero;
-    for (&m, &l) in ms.iter().zip(&ls) {
-        let live = e.kb.cmp(CmpOp::Ne, m, ninf);
-        let x = e.kb.sub(m, big);
-        let w = e.kb.un(UnOp::Exp, x);
-        let w = e.kb.select(live, w, zero);
-        let t = e.kb.fma(l, w, total);
-        total = e.kb.select(live, t, total);
-        weights.push((w, live));
-    }
-    // A dimension per thread, the rounds of dimensions straight-line (indices clamped, stores
-    // guarded), so the records' loads can issue with the (m, l) loads above.
-    let dv = e.u(d);
-    let last_dim = e.u(d - 1);
-    let two = e.u(2);
-    let dstb = e.kb.mul(rth, dv);
-    for i in 0..d.div_ceil(span) {
-        let off = e.u(i * span);
-        let dd = e.kb.add(local, off);
-        let ok = e.kb.cmp(CmpOp::Lt, dd, dv);
-        let dd = e.kb.bin(BinOp::Min, dd, last_dim);
-        let loads: Vec<Val> = bases
-            .iter()
-            .map(|&at| {
-                let at2 = e.kb.add(at, two);
-                let at2 = e.kb.add(at2, dd);
-                e.kb.load(part, at2, 1)
-            })
-            .collect();
-        let mut o = zero;
-        for (os, &(w, live)) in loads.into_iter().zip(&weights) {
-            let f = e.kb.fma(os, w, o);
-            o = e.kb.select(live, f, o);
-        }
-        let y = e.kb.bin(BinOp::Div, o, total);
-        let at = e.kb.add(dstb, dd);
-        e.when(ok, |e| {
-            e.kb.store(out, at, y);
-            Ok(())
-        })?;
-    }
-    Ok(())
 }
