@@ -51,6 +51,8 @@ pub fn device_bytes(dtype: DType, bytes: &[u8]) -> Cow<'_, [u8]> {
             out.extend_from_slice(&block[at..at + len]);
         }
     }
+    // Bytes past the last whole block (none in a checked checkpoint) stay last.
+    out.extend_from_slice(bytes.chunks_exact(size).remainder());
     Cow::Owned(out)
 }
 
@@ -79,6 +81,13 @@ mod tests {
             let src = blocks(size);
             let out = device_bytes(dtype, &src);
             assert_eq!(out.len(), src.len());
+            let mut ragged = src.clone();
+            ragged.extend_from_slice(&[7, 9]);
+            assert_eq!(
+                device_bytes(dtype, &ragged)[src.len()..],
+                [7, 9],
+                "{dtype:?}"
+            );
             let mut start = 0;
             for &(at, len) in rs {
                 for b in 0..3 {
