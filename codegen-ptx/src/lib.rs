@@ -26,8 +26,9 @@
 //!   are refused. `fence` is `fence.acq_rel.gpu`. `prefetch` is `cp.async.bulk.prefetch.L2`
 //!   where the target has it (skipped for an empty range), else nothing.
 //! - Each kir `let` becomes its own few instructions, except the patterns `select` recognizes
-//!   (a byte of a word or'ed with a constant whose low byte is zero: one `prmt.b32`), which
-//!   compute exactly the same bits.
+//!   (a byte of a word or'ed with a constant whose low byte is zero: one `prmt.b32`) and
+//!   `u32` division or remainder by a nonzero constant (a shift, a mask, or a multiply by the
+//!   divisor's magic number), which compute exactly the same bits.
 //! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no
 //!   contraction, no flush-to-zero) except `exp`, `rsqrt`, `sin` and `cos`, which use the
 //!   hardware approximations documented in `ops`.

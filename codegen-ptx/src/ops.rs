@@ -99,6 +99,15 @@ impl Writer<'_> {
                     emit!(self, "prmt.b32 {rd}, {ra}, {rb}, {:#06x};", p.selector);
                     return Ok(());
                 }
+                if d.len() == 1
+                    && s == Scalar::U32
+                    && matches!(op, BinOp::Div | BinOp::Rem)
+                    && let Some(c) = self.patterns.konst(*b).filter(|&c| c != 0)
+                {
+                    let (rd, ra) = (d[0], self.of(*a)[0]);
+                    self.div_by_constant(*op, rd, ra, c);
+                    return Ok(());
+                }
                 for ((rd, ra), rb) in d.into_iter().zip(self.of(*a)).zip(self.of(*b)) {
                     self.binary(*op, s, rd, ra, rb, v)?;
                 }
@@ -228,6 +237,39 @@ impl Writer<'_> {
         Ok(())
     }
 
+    /// `u32` division (or remainder) of `a` by the nonzero constant `c`, without a divide:
+    /// ptxas gives `div.u32` its general routine (a reciprocal through floating point, a few
+    /// dependent steps) even when the divisor is an immediate. A power of two is a shift (a
+    /// mask); any other divisor is a high multiply by its `magic` number, exact for every
+    /// `u32` (`magic` documents the method).
+    fn div_by_constant(&mut self, op: BinOp, d: Reg, a: Reg, c: u32) {
+        if c.is_power_of_two() && op == BinOp::Rem {
+            emit!(self, "and.b32 {d}, {a}, {};", c - 1);
+            return;
+        }
+        let q = if op == BinOp::Div {
+            d
+        } else {
+            self.reg(Class::B32)
+        };
+        if c.is_power_of_two() {
+            emit!(self, "shr.u32 {q}, {a}, {};", c.trailing_zeros());
+        } else {
+            let (m, sh) = magic(c);
+            let (t, u) = (self.reg(Class::B32), self.reg(Class::B32));
+            emit!(self, "mul.hi.u32 {t}, {a}, {m};");
+            emit!(self, "sub.u32 {u}, {a}, {t};");
+            emit!(self, "shr.u32 {u}, {u}, 1;");
+            emit!(self, "add.u32 {u}, {u}, {t};");
+            emit!(self, "shr.u32 {q}, {u}, {};", sh - 1);
+        }
+        if op == BinOp::Rem {
+            let p = self.reg(Class::B32);
+            emit!(self, "mul.lo.u32 {p}, {q}, {c};");
+            emit!(self, "sub.u32 {d}, {a}, {p};");
+        }
+    }
+
     fn binary(&mut self, op: BinOp, s: Scalar, d: Reg, a: Reg, b: Reg, v: Val) -> Result<()> {
         let t = arith(s);
         let int = matches!(s, Scalar::I32 | Scalar::U32);
@@ -343,5 +385,55 @@ impl Writer<'_> {
             offset /= 2;
         }
         Ok(())
+    }
+}
+
+/// The multiplier and shift dividing a `u32` by `c` (not a power of two, so `c >= 3`):
+/// with `s = ceil(log2 c)` and `m = floor(2^32 * (2^s - c) / c) + 1`, `t = mulhi(n, m)` gives
+/// `n / c = (t + (n - t) / 2) >> (s - 1)` for every `u32` `n` (Granlund and Montgomery,
+/// "Division by invariant integers using multiplication", 1994, figure 4.1).
+pub(crate) fn magic(c: u32) -> (u32, u32) {
+    let s = 32 - (c - 1).leading_zeros();
+    let m = ((1u64 << 32) * ((1u64 << s) - u64::from(c))) / u64::from(c) + 1;
+    (m as u32, s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::magic;
+
+    /// The emitted sequence, evaluated as PTX defines each instruction.
+    fn divide(n: u32, c: u32) -> u32 {
+        let (m, s) = magic(c);
+        let t = ((u64::from(n) * u64::from(m)) >> 32) as u32;
+        (t + ((n - t) >> 1)) >> (s - 1)
+    }
+
+    #[test]
+    fn magic_division_is_exact() {
+        let divisors = (3..2000u32)
+            .chain([
+                576,
+                896,
+                4864,
+                151_936,
+                49_152,
+                1 << 31 | 1,
+                u32::MAX,
+                u32::MAX - 1,
+            ])
+            .filter(|c| !c.is_power_of_two());
+        for c in divisors {
+            let near = |x: u64| [x.saturating_sub(1), x, x + 1];
+            let edges =
+                (1..=u64::from(u32::MAX / c)).step_by(((u32::MAX / c) / 64).max(1) as usize);
+            let ns = edges
+                .flat_map(|q| near(q * u64::from(c)))
+                .chain([0, 1, 2, u64::from(u32::MAX), u64::from(u32::MAX) - 1])
+                .filter_map(|n| u32::try_from(n).ok());
+            for n in ns {
+                assert_eq!(divide(n, c), n / c, "{n} / {c}");
+            }
+        }
     }
 }

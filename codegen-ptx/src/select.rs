@@ -62,7 +62,8 @@ impl<'a> Patterns<'a> {
         }
     }
 
-    fn konst(&self, v: Val) -> Option<u32> {
+    /// The integer constant `v` is defined as, if any.
+    pub(crate) fn konst(&self, v: Val) -> Option<u32> {
         match self.defs.get(&v)? {
             Expr::Const(Const::U32(c)) => Some(*c),
             Expr::Const(Const::I32(c)) => Some(*c as u32),

@@ -4,13 +4,16 @@
 //! Invariants: one or two matmuls of one input per kernel (a SwiGLU's gate and up); an RMS
 //! norm of the input may run in the prologue (its squares summed from the same loads as the
 //! products, its scale applied to the reduced sums), and an element-wise value of the
-//! output's shape in the epilogue (evaluated in every lane, stored by lane 0); every
+//! output's shape in the epilogue (evaluated in every lane, stored by lane 0); the input
+//! rows and the norm's weight are read from a shared copy where they fit (`stage`), so
+//! staging is the kernel's first work and every thread reaches its barrier; every
 //! subgroup reduction runs with the whole subgroup active; the parts of a split `k` are
 //! added in part order, so results do not depend on scheduling.
 
 use super::expr::Emit;
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
 use super::quant::{Codes, unit_codes, weight};
+use super::stage::{MAX_STAGE, stage};
 use crate::Result;
 use poot_ir::{DType, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
@@ -191,16 +194,45 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         None => lane,
     };
     let ustep = sub * parts as u32;
-    e.when_unless(n.is_multiple_of(MM_WARPS * cpw / parts), inside, |e| {
+    let kv = e.u(k);
+    let last_row = e.u(rows - 1);
+    let row_base = |e: &mut Emit, r: usize| {
+        let rv = e.u(r);
+        let m = e.kb.add(m0, rv);
+        let m = e.kb.bin(BinOp::Min, m, last_row);
+        e.kb.mul(m, kv)
+    };
+    // The input rows (and the norm's weight) go through shared memory when they fit
+    // `MAX_STAGE`: one round trip for the work-group's copy instead of each lane's batches
+    // of global loads (Nsight Compute showed every batch as a stall on its first use). On
+    // the H200, decode step in us, two rounds each: SmolLM2 CUDA 465.6, 471.2 to 464.4,
+    // 460.7 (another call: 459.6, 467.7 to 453.1, 453.3), Vulkan 729.3, 733.4 to 718.7,
+    // 719.8; Qwen2.5-0.5B CUDA 694.5, 683.5 to 670.0, 670.8, Vulkan 895.0, 892.4 to 887.5,
+    // 891.7. Loading the weights of the unrolled rounds before the copy's barrier too gave
+    // SmolLM2 457.8, 458.0 against 453.1, 453.3 (CUDA): not done.
+    let all_inside = n.is_multiple_of(MM_WARPS * cpw / parts);
+    let staged_len = rb * k + if norm.is_some() { k } else { 0 };
+    let xsh = if k.is_multiple_of(32) && 4 * staged_len <= MAX_STAGE {
+        let mut src: Vec<(Mem, Val)> = (0..rb).map(|r| (xm, row_base(e, r))).collect();
+        if let Some(nm_) = nwm {
+            let zero_u = e.u(0);
+            src.push((nm_, zero_u));
+        }
+        Some(stage(e, &src, k, MM_WARPS * sub as usize)?)
+    } else {
+        None
+    };
+    // Where the body reads x row `r` (its base element) and the norm's weight.
+    let x_at = |e: &mut Emit, r: usize| match xsh {
+        Some(sh) => (sh, e.u(r * k)),
+        None => (xm, row_base(e, r)),
+    };
+    let nw_src = match xsh {
+        Some(sh) => nwm.map(|_| (sh, rb * k)),
+        None => nwm.map(|m| (m, 0)),
+    };
+    e.when_unless(all_inside, inside, |e| {
         let zero = e.kb.f32(0.0);
-        let kv = e.u(k);
-        let last_row = e.u(rows - 1);
-        let row_base = |e: &mut Emit, r: usize| {
-            let rv = e.u(r);
-            let m = e.kb.add(m0, rv);
-            let m = e.kb.bin(BinOp::Min, m, last_row);
-            e.kb.mul(m, kv)
-        };
         // Accumulator of matmul i, column j, row r at (j * nm + i) * rb + r; with a prologue
         // norm, row r's sum of squares of x0 follows at `nacc + r`, summed from the same
         // loads (every lane of a subgroup reads a distinct part of the row, and together the
@@ -216,8 +248,8 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 let k0 = e.kb.mul(u, c32);
                 let nv4: Vec<Option<Val>> = (0..8)
                     .map(|q| {
-                        nwm.map(|nm_| {
-                            let off = e.u(4 * q);
+                        nw_src.map(|(nm_, base)| {
+                            let off = e.u(base + 4 * q);
                             let at = e.kb.add(k0, off);
                             e.kb.load(nm_, at, 4)
                         })
@@ -230,13 +262,13 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 let any_min = wv.iter().any(|w| w.min.is_some());
                 let mut next = acc.to_vec();
                 for r in 0..rb {
-                    let mk = row_base(e, r);
+                    let (xmem, mk) = x_at(e, r);
                     let xb = e.kb.add(mk, k0);
                     let xs: Vec<Val> = (0..8)
                         .map(|q| {
                             let off = e.u(4 * q);
                             let at = e.kb.add(xb, off);
-                            e.kb.load(xm, at, 4)
+                            e.kb.load(xmem, at, 4)
                         })
                         .collect();
                     // A factored unit's codes are summed from zero, then scaled into the

@@ -18,6 +18,7 @@ mod place;
 mod prefetch;
 mod quant;
 mod reduce;
+mod stage;
 mod tables;
 
 pub use expr::{Buf, TRAP_CACHE_OVERFLOW, TRAP_GATHER};
