@@ -2,11 +2,13 @@
 //! in the kernel (the tiled prefill matmul is in `gemm`, which shares `operands`).
 //!
 //! Invariants: one or two matmuls of one input per kernel (a SwiGLU's gate and up); an RMS
-//! norm of the input may run in the prologue (its squares summed from the same loads as the
-//! products, its scale applied to the reduced sums), and an element-wise value of the
-//! output's shape in the epilogue (evaluated in every lane, stored by lane 0); the input
-//! rows and the norm's weight are read from a shared copy where they fit (`stage`), so
-//! staging is the kernel's first work and every thread reaches its barrier; every
+//! norm of the input may run in the prologue (its scale applied to the reduced sums), and
+//! an element-wise value of the output's shape in the epilogue (evaluated in every lane,
+//! stored by lane 0); the input rows are read from a shared copy where they fit (`stage`;
+//! with a norm the copy holds them times its weight and the work-group sums their
+//! squares), so staging is the kernel's first work and every thread reaches its
+//! barrier; rows not staged are loaded by each lane, which then also sums the squares of
+//! what it loads; every
 //! subgroup reduction runs with the whole subgroup active; the parts of a split `k` are
 //! added in part order, so results do not depend on scheduling.
 
@@ -211,35 +213,44 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // 891.7. Loading the weights of the unrolled rounds before the copy's barrier too gave
     // SmolLM2 457.8, 458.0 against 453.1, 453.3 (CUDA): not done.
     let all_inside = n.is_multiple_of(MM_WARPS * cpw / parts);
-    let staged_len = rb * k + if norm.is_some() { k } else { 0 };
-    let xsh = if k.is_multiple_of(32) && 4 * staged_len <= MAX_STAGE {
-        let mut src: Vec<(Mem, Val)> = (0..rb).map(|r| (xm, row_base(e, r))).collect();
-        if let Some(nm_) = nwm {
-            let zero_u = e.u(0);
-            src.push((nm_, zero_u));
-        }
-        Some(stage(e, &src, k, MM_WARPS * sub as usize)?)
+    let threads = MM_WARPS * sub as usize;
+    let staged_len = rb * k + if norm.is_some() { rb * MM_WARPS } else { 0 };
+    let staged = k.is_multiple_of(32) && 4 * staged_len <= MAX_STAGE;
+    let rows_src: Vec<(Mem, Val)> = if staged {
+        (0..rb).map(|r| (xm, row_base(e, r))).collect()
     } else {
-        None
+        Vec::new()
     };
-    // Where the body reads x row `r` (its base element) and the norm's weight.
+    // With a prologue norm the copy holds `x0 * nw` and the work-group sums each row's
+    // squares once, so no lane multiplies by the weight or sums squares and
+    // the norm's scale is ready before the products are: on the H200, decode step in us,
+    // SmolLM2 CUDA 453.5, 456.0, 457.9 to 406.4, 411.9, 407.3 (its gate/up from 110.2 to
+    // 82.1 us a step, q/k/v from 74.5 to 58.9), Vulkan 708.9-710.1 to 681.3-685.0;
+    // Qwen2.5-0.5B CUDA 660.2, 659.8 to 575.1, 574.8, Vulkan 880.0, 878.5 to 831.8, 827.6.
+    // Rows that are not staged keep the lanes' squares.
+    let (xsh, staged_squares) = if staged {
+        let (sh, squares) = stage(e, &rows_src, nwm, k, [threads, sub as usize])?;
+        (Some(sh), squares)
+    } else {
+        (None, None)
+    };
+    // The norm's weight where lanes still apply it and sum squares themselves.
+    let lane_nw = if staged_squares.is_some() { None } else { nwm };
+    // Where the body reads x row `r` (its base element).
     let x_at = |e: &mut Emit, r: usize| match xsh {
         Some(sh) => (sh, e.u(r * k)),
         None => (xm, row_base(e, r)),
     };
-    let nw_src = match xsh {
-        Some(sh) => nwm.map(|_| (sh, rb * k)),
-        None => nwm.map(|m| (m, 0)),
-    };
     e.when_unless(all_inside, inside, |e| {
         let zero = e.kb.f32(0.0);
         // Accumulator of matmul i, column j, row r at (j * nm + i) * rb + r; with a prologue
-        // norm, row r's sum of squares of x0 follows at `nacc + r`, summed from the same
+        // norm over rows not staged, row r's sum of squares of x0 follows at `nacc + r`,
+        // summed from the same
         // loads (every lane of a subgroup reads a distinct part of the row, and together the
         // subgroups of a split `k` read it once), so the norm's scale multiplies the sums
         // after the reduction and nothing waits for it before the products.
         let nacc = rb * per_col.len();
-        let init = vec![zero; nacc + if norm.is_some() { rb } else { 0 }];
+        let init = vec![zero; nacc + if lane_nw.is_some() { rb } else { 0 }];
         let acc = if k.is_multiple_of(32) {
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
             // the matching x as eight 4-lane loads, shared by the matmuls.
@@ -248,8 +259,8 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 let k0 = e.kb.mul(u, c32);
                 let nv4: Vec<Option<Val>> = (0..8)
                     .map(|q| {
-                        nw_src.map(|(nm_, base)| {
-                            let off = e.u(base + 4 * q);
+                        lane_nw.map(|nm_| {
+                            let off = e.u(4 * q);
                             let at = e.kb.add(k0, off);
                             e.kb.load(nm_, at, 4)
                         })
@@ -302,7 +313,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                             }
                         }
                     }
-                    if norm.is_some() {
+                    if lane_nw.is_some() {
                         next[nacc + r] = e.kb.add(acc[nacc + r], ss);
                     }
                     for (i, w) in wv.iter().enumerate() {
@@ -339,7 +350,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                         e.kb.load(xm, at, 1)
                     })
                     .collect();
-                let nw1 = nwm.map(|nm_| e.kb.load(nm_, kk, 1));
+                let nw1 = lane_nw.map(|nm_| e.kb.load(nm_, kk, 1));
                 let wv: Vec<Val> = per_col
                     .iter()
                     .map(|&(c, (m, words, dt, rbytes))| weight(e, m, words, dt, c, kk, rbytes))
@@ -398,10 +409,10 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         }
         // The norm's 1 / sqrt(mean(x0^2) + eps) of each row scales that row's sums.
         if let Some((_, eps)) = norm {
-            let scales: Vec<Val> = sums[nacc..]
-                .iter()
-                .map(|&ss| inv_rms(e, ss, k, eps))
-                .collect();
+            let squares = staged_squares
+                .clone()
+                .unwrap_or_else(|| sums[nacc..].to_vec());
+            let scales: Vec<Val> = squares.iter().map(|&ss| inv_rms(e, ss, k, eps)).collect();
             sums.truncate(nacc);
             for (i, s) in sums.iter_mut().enumerate() {
                 *s = e.kb.mul(*s, scales[i % rb]);
