@@ -6,18 +6,25 @@
 //! `Unavailable`, never a panic); a device without `robustBufferAccess` is never chosen; every
 //! fence wait is bounded by `timeout` (it polls for at most `SPIN` of it, then blocks); a
 //! failed submission or wait (device loss included) poisons the context, and from then on no
-//! call touches the device and objects that pending work could reference are leaked rather
-//! than destroyed.
+//! call touches the device; objects that pending work could reference are destroyed only once
+//! every submission not waited for has signalled its fence (polled for at most `GRACE`, when
+//! the first object is dropped), and are leaked otherwise (device loss, or work that does not
+//! finish). Destroying them ends the driver's threads for the device: lavapipe crashed at
+//! process exit with the device of a timed-out step left alive.
 
 use crate::error::DeviceError;
 use ash::vk;
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// How long a fence wait polls before it blocks: about three decode steps of the models we
 /// measure (SmolLM2 takes 0.74 ms on the H200). Longer waits, such as a prefill chunk, stop
 /// polling after it and sleep in the driver.
 const SPIN: Duration = Duration::from_millis(2);
+
+/// How long dropping an object of a poisoned context waits for the submissions that were not
+/// waited for (the one that timed out) to finish, before leaking instead of destroying.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// What the chosen physical device offers.
 pub(super) struct Props {
@@ -43,6 +50,10 @@ pub(super) struct Ctx {
     pub props: Props,
     pub timeout: Duration,
     poisoned: Mutex<Option<String>>,
+    /// Fences of submissions not yet waited for successfully.
+    inflight: Mutex<Vec<vk::Fence>>,
+    /// On a poisoned context: whether every submission finished (decided once, by `quiet`).
+    settled: OnceLock<bool>,
 }
 
 fn kind_rank(t: vk::PhysicalDeviceType) -> u32 {
@@ -124,6 +135,8 @@ impl Ctx {
             props,
             timeout,
             poisoned: Mutex::new(None),
+            inflight: Mutex::new(Vec::new()),
+            settled: OnceLock::new(),
         })
     }
 
@@ -162,7 +175,11 @@ impl Ctx {
                 "vkQueueSubmit on {}: {r:?}",
                 self.props.name
             )))
-        })
+        })?;
+        if let Ok(mut f) = self.inflight.lock() {
+            f.push(fence);
+        }
+        Ok(())
     }
 
     /// Waits for every fence, at most `timeout`; a timeout or failure poisons. The first
@@ -171,11 +188,19 @@ impl Ctx {
     /// decode: 797-848 us per step blocking, 742-747 polling; BENCHMARKS.md), as much as a
     /// tenth of a decode step.
     pub fn wait(&self, fences: &[vk::Fence]) -> Result<(), DeviceError> {
+        self.wait_all(fences)?;
+        if let Ok(mut f) = self.inflight.lock() {
+            f.retain(|x| !fences.contains(x));
+        }
+        Ok(())
+    }
+
+    fn wait_all(&self, fences: &[vk::Fence]) -> Result<(), DeviceError> {
         if fences.is_empty() {
             return Ok(());
         }
         self.live()?;
-        let start = std::time::Instant::now();
+        let start = Instant::now();
         while start.elapsed() < SPIN.min(self.timeout) {
             let mut done = true;
             for &f in fences {
@@ -216,9 +241,40 @@ impl Ctx {
             .map_err(|r| DeviceError::Other(format!("vkResetFences: {r:?}")))
     }
 
-    /// True when objects may be destroyed (nothing is pending on a poisoned device).
+    /// True when objects may be destroyed: the context is live, or it is poisoned and every
+    /// submission has finished (`quiet`).
     pub fn may_destroy(&self) -> bool {
-        self.live().is_ok()
+        self.live().is_ok() || self.quiet()
+    }
+
+    /// On a poisoned context: whether every submission not waited for has signalled its
+    /// fence, polled (without the poison check) for at most `GRACE`, decided once. Device loss
+    /// or a fence still unsignalled after `GRACE` means no.
+    fn quiet(&self) -> bool {
+        *self.settled.get_or_init(|| {
+            let Ok(fences) = self.inflight.lock().map(|f| f.clone()) else {
+                return false;
+            };
+            let start = Instant::now();
+            loop {
+                let mut all = true;
+                for &f in &fences {
+                    // SAFETY: a fence of this device, not destroyed while it is in flight.
+                    match unsafe { self.device.get_fence_status(f) } {
+                        Ok(true) => {}
+                        Ok(false) => all = false,
+                        Err(_) => return false,
+                    }
+                }
+                if all {
+                    return true;
+                }
+                if start.elapsed() >= GRACE {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
     }
 }
 

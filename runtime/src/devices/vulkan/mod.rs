@@ -73,6 +73,9 @@ pub struct VulkanDevice {
     transfer_fence: vk::Fence,
     /// Fences of submitted, not yet waited for work.
     pending: Vec<vk::Fence>,
+    /// Staging buffers of copies that failed on a poisoned context, destroyed with the
+    /// arenas once nothing is pending.
+    orphans: Vec<Buffer>,
     /// Error words to check at the next `synchronize`.
     checks: Vec<Rc<record::ErrorWords>>,
     /// Eager recordings, freed at the next `synchronize`.
@@ -118,6 +121,7 @@ impl VulkanDevice {
             transfer_cb,
             transfer_fence,
             pending: Vec::new(),
+            orphans: Vec::new(),
             checks: Vec::new(),
             transient: Vec::new(),
             watchdog: opts.watchdog,
@@ -254,7 +258,12 @@ impl VulkanDevice {
             }
             Ok(())
         })();
-        staging.destroy(&self.ctx);
+        if self.ctx.live().is_ok() {
+            staging.destroy(&self.ctx);
+        } else {
+            // A copy that timed out may still read or write it.
+            self.orphans.push(staging);
+        }
         result
     }
 
@@ -480,8 +489,15 @@ impl Device for VulkanDevice {
     }
 
     fn free(&mut self) {
-        if self.ctx.may_destroy() && self.settle().is_ok() {
-            for mut b in self.arenas.drain(..) {
+        // A live context waits for its pending work; a poisoned one may destroy only once all
+        // of it finished (`Ctx::may_destroy`).
+        let idle = if self.ctx.live().is_ok() {
+            self.settle().is_ok()
+        } else {
+            self.ctx.may_destroy()
+        };
+        if idle {
+            for mut b in self.arenas.drain(..).chain(self.orphans.drain(..)) {
                 b.destroy(&self.ctx);
             }
         }
