@@ -6,16 +6,15 @@
 //! an element-wise value of the output's shape in the epilogue (evaluated in every lane,
 //! stored by lane 0); the input rows are read from a shared copy where they fit (`stage`;
 //! with a norm the copy holds them times its weight and the work-group sums their
-//! squares), so staging is the kernel's first work and every thread reaches its
-//! barrier; rows not staged are loaded by each lane, which then also sums the squares of
-//! what it loads; every
-//! subgroup reduction runs with the whole subgroup active; the parts of a split `k` are
-//! added in part order, so results do not depend on scheduling.
+//! squares), so staging is the kernel's first work and every thread reaches its barrier;
+//! rows not staged are loaded by each lane, which then also sums the squares of what it
+//! loads; every subgroup reduction runs with the whole subgroup active; the parts of a
+//! split `k` are added in part order, so results do not depend on scheduling.
 
 use super::expr::Emit;
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
 use super::quant::{Codes, unit_codes, weight};
-use super::stage::{MAX_STAGE, stage};
+use super::stage::{fits, stage};
 use crate::Result;
 use poot_ir::{DType, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
@@ -204,8 +203,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         let m = e.kb.bin(BinOp::Min, m, last_row);
         e.kb.mul(m, kv)
     };
-    // The input rows (and the norm's weight) go through shared memory when they fit
-    // `MAX_STAGE`: one round trip for the work-group's copy instead of each lane's batches
+    // The input rows go through shared memory when they fit (`stage::fits`): one round trip for the work-group's copy instead of each lane's batches
     // of global loads (Nsight Compute showed every batch as a stall on its first use). On
     // the H200, decode step in us, two rounds each: SmolLM2 CUDA 465.6, 471.2 to 464.4,
     // 460.7 (another call: 459.6, 467.7 to 453.1, 453.3), Vulkan 729.3, 733.4 to 718.7,
@@ -214,8 +212,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // SmolLM2 457.8, 458.0 against 453.1, 453.3 (CUDA): not done.
     let all_inside = n.is_multiple_of(MM_WARPS * cpw / parts);
     let threads = MM_WARPS * sub as usize;
-    let staged_len = rb * k + if norm.is_some() { rb * MM_WARPS } else { 0 };
-    let staged = k.is_multiple_of(32) && 4 * staged_len <= MAX_STAGE;
+    let staged = k.is_multiple_of(32) && fits(rb, k, norm.is_some(), MM_WARPS);
     let rows_src: Vec<(Mem, Val)> = if staged {
         (0..rb).map(|r| (xm, row_base(e, r))).collect()
     } else {
@@ -245,10 +242,10 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         let zero = e.kb.f32(0.0);
         // Accumulator of matmul i, column j, row r at (j * nm + i) * rb + r; with a prologue
         // norm over rows not staged, row r's sum of squares of x0 follows at `nacc + r`,
-        // summed from the same
-        // loads (every lane of a subgroup reads a distinct part of the row, and together the
-        // subgroups of a split `k` read it once), so the norm's scale multiplies the sums
-        // after the reduction and nothing waits for it before the products.
+        // summed from the same loads (every lane of a subgroup reads a distinct part of the
+        // row, and together the subgroups of a split `k` read it once), so the norm's scale
+        // multiplies the sums after the reduction and nothing waits for it before the
+        // products.
         let nacc = rb * per_col.len();
         let init = vec![zero; nacc + if lane_nw.is_some() { rb } else { 0 }];
         let acc = if k.is_multiple_of(32) {

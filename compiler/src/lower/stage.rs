@@ -21,7 +21,13 @@ use poot_kir::{BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
 /// projections staged their 19 KiB input row and its Vulkan decode step went from 886-892 to
 /// 1022-1027 us on the H200 (CUDA 678 to 682-689); with 8 KiB they read global memory as
 /// before and every other matmul of both models still stages.
-pub(super) const MAX_STAGE: usize = 8 * 1024;
+const MAX_STAGE: usize = 8 * 1024;
+
+/// Whether `rows` rows of `len` floats (with `norm`, plus one sum per row and subgroup of
+/// the work-group's `warps`) fit `MAX_STAGE`, so `stage` may copy them.
+pub(super) fn fits(rows: usize, len: usize, norm: bool, warps: usize) -> bool {
+    4 * (rows * len + if norm { rows * warps } else { 0 }) <= MAX_STAGE
+}
 
 /// Copies `rows.len()` rows of `len` floats (row `i` at global element `rows[i].1` of
 /// `rows[i].0`) into a new shared array, row `i` at element `i * len`, with the

@@ -7,8 +7,8 @@
 //! fence wait is bounded by `timeout` (it polls for at most `SPIN` of it, then blocks); a
 //! failed submission or wait (device loss included) poisons the context, and from then on no
 //! call touches the device; objects that pending work could reference are destroyed only once
-//! every submission not waited for has signalled its fence (polled for at most `GRACE`, when
-//! the first object is dropped), and are leaked otherwise (device loss, or work that does not
+//! every submission not waited for has signalled its fence (polled for at most `GRACE`, the
+//! first time `may_destroy` is asked on the poisoned context), and are leaked otherwise (device loss, or work that does not
 //! finish). Destroying them ends the driver's threads for the device: lavapipe crashed at
 //! process exit with the device of a timed-out step left alive.
 
