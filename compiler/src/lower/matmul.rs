@@ -82,11 +82,13 @@ const WIDE_N: usize = 16384;
 /// wide: each lane has four units of weights in flight instead of two, its x loads and the
 /// prologue's norm serve twice the weights, and the grid is half as large. On the H200,
 /// Qwen2.5-0.5B's 4864-wide gate and up went from 15.1 to 9.6 us per layer (its 1216
-/// work-groups needed two waves at 96 registers a thread); SmolLM2's 1536-wide one, already
-/// one wave, did not gain on CUDA and lost on Vulkan, hence the threshold.
+/// work-groups needed two waves at 96 registers a thread). SmolLM2's 1536-wide one did not
+/// gain before the input was staged; staged, its decode step went from 411.7-417.4 to
+/// 402.5-406.8 us on CUDA (the kernel from 80.8 to 76.1 us a step) and from 686.1-717.9 to
+/// 696.0-727.1 on Vulkan (the same kernels serve both): kept for CUDA.
 const DUAL_COLS: usize = 2;
 /// The output width from which a dual matmul takes `DUAL_COLS` columns per subgroup.
-const DUAL_N: usize = 4096;
+const DUAL_N: usize = 1536;
 /// The fewest units of 32 weights each part of a split `k` sums.
 const KSPLIT_UNITS: usize = 24;
 
