@@ -11,6 +11,9 @@
 //! - On targets with grid dependency control the kernel's first instruction is
 //!   `griddepcontrol.wait`: nothing touches memory before the previous kernel completes, so the
 //!   runtime may launch kernels as programmatic dependents ([`PtxTarget::grid_dependency`]).
+//!   It must stay first: ptxas moves `ld.global.nc` loads above a wait that follows other
+//!   instructions, which would read the previous kernel's output early (the `ptxas` test
+//!   checks every golden's SASS for a memory instruction before the wait).
 //! - Every kir parameter becomes one `.param .u64` holding a global address (converted once with
 //!   `cvta.to.global.u64`); element `i` of a buffer or shared array is at byte `4 * i`. Vector
 //!   accesses of 2 and 4 lanes use `.v2` / `.v4`, relying on the planner to align them to 8 and

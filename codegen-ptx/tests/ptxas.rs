@@ -1,42 +1,118 @@
 //! Assembles every PTX golden in `snapshots/ptx/` with NVIDIA's `ptxas` for the golden's
 //! own target (`-sm80` / `-sm90` in the file name), so a golden that the driver would reject
-//! cannot be blessed.
+//! cannot be blessed; and disassembles the sm_90 ones (`cuobjdump -sass`) to check that no
+//! global memory instruction precedes the grid wait (`ACQBULK`). ptxas moves `ld.global.nc`
+//! loads above `griddepcontrol.wait` when the PTX lets it, which would read the previous
+//! kernel's output before that kernel finishes.
 //!
 //! `ptxas` is found through `POOT_PTXAS`, then `PATH`, then the `nvidia-cuda-nvcc-cu12` pip
-//! package (`pip install nvidia-cuda-nvcc-cu12==12.9.86`). Without it the test prints
-//! `SKIP ptxas not found` and passes, unless `POOT_REQUIRE_PTXAS=1`, where it fails.
+//! package (`pip install nvidia-cuda-nvcc-cu12==12.9.86`); `cuobjdump` through
+//! `POOT_CUOBJDUMP`, then `PATH`, then the `nvidia-cuda-cuobjdump` pip package (with
+//! `nvidia-cuda-nvdisasm`, 13.5.37). Without one, its test prints `SKIP <tool> not found`
+//! and passes, unless `POOT_REQUIRE_PTXAS=1` / `POOT_REQUIRE_CUOBJDUMP=1`, where it fails.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-fn works(ptxas: &Path) -> bool {
-    Command::new(ptxas)
+fn works(tool: &Path) -> bool {
+    Command::new(tool)
         .arg("--version")
         .output()
         .is_ok_and(|o| o.status.success())
 }
 
-fn find_ptxas() -> Option<PathBuf> {
-    if let Some(p) = std::env::var_os("POOT_PTXAS") {
+/// `name` from the environment variable `var`, `PATH`, or the `bin` folder of the pip
+/// package `module` (a namespace package: it has `__path__` but no `__file__`).
+fn find(var: &str, name: &str, module: &str) -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(var) {
         let p = PathBuf::from(p);
-        assert!(works(&p), "POOT_PTXAS={} does not run", p.display());
+        assert!(works(&p), "{var}={} does not run", p.display());
         return Some(p);
     }
-    let on_path = PathBuf::from("ptxas");
+    let on_path = PathBuf::from(name);
     if works(&on_path) {
         return Some(on_path);
     }
-    // `nvidia.cuda_nvcc` is a namespace package: it has `__path__` but no `__file__`.
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])",
-        ])
-        .output()
-        .ok()?;
+    let code = format!("import {module} as m; print(list(m.__path__)[0])");
+    let out = Command::new("python3").args(["-c", &code]).output().ok()?;
     let dir = String::from_utf8(out.stdout).ok()?;
-    let p = Path::new(dir.trim()).join("bin").join("ptxas");
+    let p = Path::new(dir.trim()).join("bin").join(name);
     works(&p).then_some(p)
+}
+
+/// The tool, or `None` after printing `SKIP` (a failure when `require` is set to 1).
+fn tool(var: &str, name: &str, module: &str, require: &str, hint: &str) -> Option<PathBuf> {
+    let found = find(var, name, module);
+    if found.is_none() {
+        assert!(
+            std::env::var(require).as_deref() != Ok("1"),
+            "{require}=1 but {name} was not found (set {var} or {hint})"
+        );
+        println!("SKIP {name} not found");
+    }
+    found
+}
+
+fn ptxas() -> Option<PathBuf> {
+    tool(
+        "POOT_PTXAS",
+        "ptxas",
+        "nvidia.cuda_nvcc",
+        "POOT_REQUIRE_PTXAS",
+        "pip install nvidia-cuda-nvcc-cu12",
+    )
+}
+
+/// The goldens, sorted, with their `ptxas` architecture.
+fn goldens() -> Vec<(PathBuf, String, &'static str)> {
+    let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
+    let dir = Path::new(&root).join("../snapshots/ptx");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "snap"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no goldens in {}", dir.display());
+    files
+        .into_iter()
+        .map(|f| {
+            let stem = f.file_stem().unwrap().to_string_lossy().to_string();
+            let arch = match stem.rsplit_once('-') {
+                Some((_, "sm80")) => "sm_80",
+                Some((_, "sm90")) => "sm_90",
+                _ => panic!("{stem}: golden name does not end in -sm80 or -sm90"),
+            };
+            (f, stem, arch)
+        })
+        .collect()
+}
+
+/// Assembles golden `f` for `arch` into `out` (a cubin, or `/dev/null`); ptxas's complaint
+/// on failure.
+fn assemble(ptxas: &Path, f: &Path, arch: &str, tmp: &Path, out: &Path) -> Result<(), String> {
+    let stem = f.file_stem().unwrap().to_string_lossy();
+    let text = std::fs::read_to_string(f).unwrap();
+    let ptx = tmp.join(format!("{stem}.ptx"));
+    std::fs::write(&ptx, snapshot_body(&text)).unwrap();
+    let run = Command::new(ptxas)
+        .arg(format!("-arch={arch}"))
+        .arg(&ptx)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
+    if run.status.success() {
+        Ok(())
+    } else {
+        Err(format!("{stem}: {}", String::from_utf8_lossy(&run.stderr)))
+    }
+}
+
+fn scratch(what: &str) -> PathBuf {
+    let tmp = std::env::temp_dir().join(format!("poot-{what}-{}", std::process::id()));
+    std::fs::create_dir_all(&tmp).unwrap();
+    tmp
 }
 
 /// The PTX text of an insta snapshot: everything after the second `---` line.
@@ -53,46 +129,13 @@ fn snapshot_body(text: &str) -> &str {
 
 #[test]
 fn goldens_assemble() {
-    let Some(ptxas) = find_ptxas() else {
-        assert!(
-            std::env::var("POOT_REQUIRE_PTXAS").as_deref() != Ok("1"),
-            "POOT_REQUIRE_PTXAS=1 but ptxas was not found (set POOT_PTXAS or pip install nvidia-cuda-nvcc-cu12)"
-        );
-        println!("SKIP ptxas not found");
-        return;
-    };
-    let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
-    let dir = Path::new(&root).join("../snapshots/ptx");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "snap"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no goldens in {}", dir.display());
-    let tmp = std::env::temp_dir().join(format!("poot-ptxas-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp).unwrap();
+    let Some(ptxas) = ptxas() else { return };
+    let tmp = scratch("ptxas");
     let mut failures = Vec::new();
-    for f in &files {
-        let stem = f.file_stem().unwrap().to_string_lossy().to_string();
-        let arch = match stem.rsplit_once('-') {
-            Some((_, "sm80")) => "sm_80",
-            Some((_, "sm90")) => "sm_90",
-            _ => panic!("{stem}: golden name does not end in -sm80 or -sm90"),
-        };
-        let text = std::fs::read_to_string(f).unwrap();
-        let ptx = tmp.join(format!("{stem}.ptx"));
-        std::fs::write(&ptx, snapshot_body(&text)).unwrap();
-        let out = Command::new(&ptxas)
-            .arg(format!("-arch={arch}"))
-            .arg(&ptx)
-            .args(["-o", "/dev/null"])
-            .output()
-            .unwrap_or_else(|e| panic!("running {}: {e}", ptxas.display()));
-        if out.status.success() {
-            println!("ok {stem} ({arch})");
-        } else {
-            failures.push(format!("{stem}: {}", String::from_utf8_lossy(&out.stderr)));
+    for (f, stem, arch) in goldens() {
+        match assemble(&ptxas, &f, arch, &tmp, Path::new("/dev/null")) {
+            Ok(()) => println!("ok {stem} ({arch})"),
+            Err(e) => failures.push(e),
         }
     }
     let _ = std::fs::remove_dir_all(&tmp);
@@ -101,4 +144,151 @@ fn goldens_assemble() {
         "ptxas rejected:\n{}",
         failures.join("\n")
     );
+}
+
+/// The opcode of a `cuobjdump -sass` instruction line (`/*0040*/ @!P0 LDG.E R2, ...`).
+fn opcode(line: &str) -> Option<&str> {
+    let rest = line.trim_start().strip_prefix("/*")?;
+    let (_, rest) = rest.split_once("*/")?;
+    rest.split_whitespace().find(|w| !w.starts_with('@'))
+}
+
+/// Whether `op` reads or writes global (or generic) memory: loads and stores other than
+/// the constant bank's (`LDC`, the kernel parameters) and shared memory's, atomics,
+/// reductions, bulk copies and prefetches, fences.
+fn global_memory(op: &str) -> bool {
+    let base = op.split('.').next().unwrap_or(op);
+    matches!(
+        base,
+        "LD" | "ST" | "LDG" | "STG" | "ATOM" | "ATOMG" | "RED" | "REDG" | "LDGSTS" | "MEMBAR"
+    ) || base.starts_with("UBLK")
+        || base.starts_with("UTMA")
+}
+
+/// Assembles sm_90 golden `f` and checks its SASS: a grid wait, and no global memory
+/// instruction before it.
+fn check_wait(
+    ptxas: &Path,
+    cuobjdump: &Path,
+    f: &Path,
+    stem: &str,
+    arch: &str,
+    tmp: &Path,
+) -> Result<String, String> {
+    let cubin = tmp.join(format!("{stem}.cubin"));
+    assemble(ptxas, f, arch, tmp, &cubin)?;
+    let out = Command::new(cuobjdump)
+        .arg("-sass")
+        .arg(&cubin)
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", cuobjdump.display()));
+    if !out.status.success() {
+        return Err(format!("{stem}: cuobjdump failed"));
+    }
+    let sass = String::from_utf8_lossy(&out.stdout);
+    let ops: Vec<&str> = sass.lines().filter_map(opcode).collect();
+    let wait = ops
+        .iter()
+        .position(|&op| op == "ACQBULK")
+        .ok_or_else(|| format!("{stem}: no grid wait (ACQBULK)"))?;
+    match ops[..wait].iter().find(|op| global_memory(op)) {
+        Some(op) => Err(format!("{stem}: {op} before the grid wait")),
+        None => Ok(format!("ok {stem}: wait at {wait} of {}", ops.len())),
+    }
+}
+
+#[test]
+fn grid_wait_precedes_global_memory() {
+    let Some(ptxas) = ptxas() else { return };
+    let Some(cuobjdump) = tool(
+        "POOT_CUOBJDUMP",
+        "cuobjdump",
+        "nvidia.cu13",
+        "POOT_REQUIRE_CUOBJDUMP",
+        "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm",
+    ) else {
+        return;
+    };
+    let tmp = scratch("sass");
+    // nvdisasm takes most of a second a kernel: one thread per core.
+    let sm90: Vec<_> = goldens().into_iter().filter(|g| g.2 == "sm_90").collect();
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let results: Vec<Result<String, String>> = std::thread::scope(|s| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let (sm90, tmp, ptxas, cuobjdump) = (&sm90, &tmp, &ptxas, &cuobjdump);
+                s.spawn(move || {
+                    sm90.iter()
+                        .skip(t)
+                        .step_by(threads)
+                        .map(|(f, stem, arch)| check_wait(ptxas, cuobjdump, f, stem, arch, tmp))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a checking thread panicked"))
+            .collect()
+    });
+    let checked = results.len();
+    let mut failures = Vec::new();
+    for r in results {
+        match r {
+            Ok(line) => println!("{line}"),
+            Err(e) => failures.push(e),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
+    assert!(checked > 0, "no sm_90 goldens");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The check fails a kernel that touches memory before its wait (what ptxas makes of an
+/// `ld.global.nc` it hoists) and one without a wait, and passes one that waits first.
+#[test]
+fn the_wait_check_catches_a_load_before_the_wait() {
+    let Some(ptxas) = ptxas() else { return };
+    let Some(cuobjdump) = tool(
+        "POOT_CUOBJDUMP",
+        "cuobjdump",
+        "nvidia.cu13",
+        "POOT_REQUIRE_CUOBJDUMP",
+        "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm",
+    ) else {
+        return;
+    };
+    let kernel = |body: &str| {
+        format!(
+            "---\nsource: test\n---\n.version 8.0\n.target sm_90\n.address_size 64\n\n\
+             .visible .entry k(.param .u64 p0)\n{{\n\t.reg .b32 %r<2>;\n\t.reg .b64 %rd<1>;\n\
+             \tld.param.u64 %rd0, [p0];\n\tcvta.to.global.u64 %rd0, %rd0;\n{body}\tret;\n}}\n"
+        )
+    };
+    let load = "\tld.global.nc.u32 %r0, [%rd0];\n";
+    let store = "\tadd.u32 %r1, %r0, 1;\n\tst.global.u32 [%rd0+4], %r1;\n";
+    let wait = "\tgriddepcontrol.wait;\n";
+    let tmp = scratch("wait-check");
+    let cases = [
+        (
+            "early",
+            format!("{load}{store}{wait}"),
+            Some("before the grid wait"),
+        ),
+        ("nowait", format!("{load}{store}"), Some("no grid wait")),
+        ("good", format!("{wait}{load}{store}"), None),
+    ];
+    for (name, body, wrong) in cases {
+        let f = tmp.join(format!("{name}-sm90.snap"));
+        std::fs::write(&f, kernel(&body)).unwrap();
+        let got = check_wait(&ptxas, &cuobjdump, &f, name, "sm_90", &tmp);
+        match wrong {
+            Some(what) => {
+                let e = got.expect_err(name);
+                assert!(e.contains(what), "{name}: {e}");
+            }
+            None => assert!(got.is_ok(), "{name}: {got:?}"),
+        }
+    }
+    let _ = std::fs::remove_dir_all(&tmp);
 }
