@@ -175,11 +175,11 @@ fn wrong_major_version() {
     };
     assert_eq!(
         (found.major, found.minor, supported.major, supported.minor),
-        (3, 0, 2, 0)
+        (3, 0, 2, 1)
     );
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.0; \
+        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.1; \
          recompile the bundle with a matching poot-compile"
     );
     let err = refused(assemble((1, 0), &encode(&manifest), &weights));
@@ -193,13 +193,22 @@ fn wrong_major_version() {
 #[test]
 fn newer_minor_version() {
     let (manifest, weights) = sample();
-    let err = refused(assemble((2, 1), &encode(&manifest), &weights));
+    let err = refused(assemble((2, 2), &encode(&manifest), &weights));
     assert!(matches!(err, BundleError::Version { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 2.1 is not supported: this poot reads 2.0 to 2.0; \
+        "bundle <memory>: format version 2.2 is not supported: this poot reads 2.0 to 2.1; \
          recompile the bundle with a matching poot-compile"
     );
+}
+
+/// A bundle of an older minor version of the same major opens (minor versions only add).
+#[test]
+fn older_minor_version_opens() {
+    let (manifest, weights) = sample();
+    let bundle =
+        open_bytes(assemble((2, 0), &encode(&manifest), &weights)).expect("a 2.0 bundle opens");
+    assert_eq!((bundle.version().major, bundle.version().minor), (2, 0));
 }
 
 #[test]

@@ -27,7 +27,9 @@
 //!   must reach (kir places barriers in uniform control flow). Atomics are `red`, or `atom`
 //!   where the old value is used (both relaxed, at GPU scope); f32 atomics other than `add`
 //!   are refused. `fence` is `fence.acq_rel.gpu`. `prefetch` is `cp.async.bulk.prefetch.L2`
-//!   where the target has it (skipped for an empty range), else nothing.
+//!   where the target has it (skipped for an empty range), else nothing; `launch_dependents`
+//!   is `griddepcontrol.launch_dependents` where the target has grid dependency control,
+//!   else nothing.
 //! - Each kir `let` becomes its own few instructions, except the patterns `select` recognizes
 //!   (a byte of a word or'ed with a constant whose low byte is zero: one `prmt.b32`) and
 //!   `u32` division or remainder by a nonzero constant (a shift, a mask, or a multiply by the

@@ -34,9 +34,11 @@ pub struct PtxTarget {
     /// Grid dependency control (PTX 7.8, sm_90+): every kernel begins with
     /// `griddepcontrol.wait`, so the runtime may launch it as a programmatic dependent of the
     /// previous kernel (it is scheduled as that kernel's blocks exit, without waiting for the
-    /// kernel's completion; the wait orders every memory access after that completion). No
-    /// kernel triggers its dependents early (`griddepcontrol.launch_dependents`): on the H200
-    /// that made SmolLM2 decode 35% slower, the waiting blocks crowding the running kernel.
+    /// kernel's completion; the wait orders every memory access after that completion). kir's
+    /// `launch_dependents` becomes `griddepcontrol.launch_dependents`, which schedules the
+    /// next kernel before this one's blocks exit: lowering places it late, once the products
+    /// are done (placed at every kernel's start, it made SmolLM2 decode 35% slower on the
+    /// H200, the waiting blocks crowding the running kernel). Without it the hint is dropped.
     pub grid_dependency: bool,
     /// Bulk prefetch into L2 (`cp.async.bulk.prefetch.L2`, PTX 8.0, sm_90+): kir's
     /// `prefetch` becomes one; without it the hint is dropped.

@@ -306,6 +306,12 @@ impl<'a> Writer<'a> {
                 }
                 Ok(())
             }
+            Inst::LaunchDependents => {
+                if self.t.grid_dependency {
+                    emit!(self, "griddepcontrol.launch_dependents;");
+                }
+                Ok(())
+            }
             Inst::Trap(code) => {
                 emit!(self, "// trap {code}");
                 emit!(self, "trap;");

@@ -37,18 +37,25 @@ fn goldens() {
 #[test]
 fn targets_differ_only_in_the_target_line_grid_dependency_and_prefetch() {
     let wait = "\tgriddepcontrol.wait;\n";
+    let launch = "\tgriddepcontrol.launch_dependents;\n";
     let bulk = "cp.async.bulk.prefetch.L2.global";
     for (case, kernel) in common::cases() {
         let a = render(&kernel, &PtxTarget::sm80()).unwrap();
         let b = render(&kernel, &PtxTarget::sm90()).unwrap();
         assert!(!a.contains("griddepcontrol") && !a.contains(bulk), "{case}");
         assert_eq!(b.matches(wait).count(), 1, "{case}");
-        if poot_kir::print(&kernel).contains("prefetch") {
+        let kir = poot_kir::print(&kernel);
+        assert_eq!(
+            b.matches(launch).count(),
+            kir.matches("launch_dependents").count(),
+            "{case}"
+        );
+        if kir.contains("prefetch") {
             assert!(b.contains(bulk), "{case}");
         } else {
             assert_eq!(
                 a.replace("sm_80", "sm_90"),
-                b.replacen(wait, "", 1),
+                b.replacen(wait, "", 1).replace(launch, ""),
                 "{case}"
             );
         }

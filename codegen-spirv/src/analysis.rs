@@ -62,7 +62,11 @@ impl Features {
                     self.walk(els);
                 }
                 Inst::For { body, .. } => self.walk(body),
-                Inst::Store { .. } | Inst::Atomic { .. } | Inst::Fence | Inst::Prefetch { .. } => {}
+                Inst::Store { .. }
+                | Inst::Atomic { .. }
+                | Inst::Fence
+                | Inst::Prefetch { .. }
+                | Inst::LaunchDependents => {}
             }
         }
     }
@@ -77,7 +81,7 @@ pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
                 out.extend([*index, *value]);
             }
             Inst::Prefetch { index, count, .. } => out.extend([*index, *count]),
-            Inst::Barrier | Inst::Fence | Inst::Trap(_) => {}
+            Inst::Barrier | Inst::Fence | Inst::Trap(_) | Inst::LaunchDependents => {}
             Inst::If {
                 cond,
                 then,

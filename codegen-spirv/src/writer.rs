@@ -242,8 +242,8 @@ impl<'a> Writer<'a> {
             }
             Inst::Barrier => self.barrier(SEM_ALL),
             Inst::Fence => self.fence(),
-            // SPIR-V has no prefetch; the hint is dropped.
-            Inst::Prefetch { .. } => {}
+            // SPIR-V has neither prefetches nor dependent launches; the hints are dropped.
+            Inst::Prefetch { .. } | Inst::LaunchDependents => {}
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,

@@ -223,6 +223,10 @@ impl KernelBuilder {
     pub fn trap(&mut self, code: u32) {
         self.emit(Inst::Trap(code));
     }
+    /// The hint that the work-group's remaining work is short (`Inst::LaunchDependents`).
+    pub fn launch_dependents(&mut self) {
+        self.emit(Inst::LaunchDependents);
+    }
 
     /// Opens a block for the body of an `if` branch or a loop (see `finish_if`, `finish_for`).
     pub fn begin(&mut self) {

@@ -206,6 +206,11 @@ pub enum Inst {
     },
     /// Ends the dispatch with a fault code (a failed kernel check).
     Trap(u32),
+    /// A hint that the work-group's remaining work is short: the device may start the next
+    /// dispatch's work-groups (which still wait for this dispatch to complete before they
+    /// touch memory). The first thread of a work-group to reach it counts for the group;
+    /// renderers may do nothing. It has no effect on any result.
+    LaunchDependents,
 }
 
 /// A kernel.

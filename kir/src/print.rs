@@ -74,6 +74,7 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
                 writeln!(out, "{pad}prefetch {}[{index}], {count}", mem_text(*m))
             }
             Inst::Trap(c) => writeln!(out, "{pad}trap {c}"),
+            Inst::LaunchDependents => writeln!(out, "{pad}launch_dependents"),
             Inst::If {
                 cond,
                 then,

@@ -139,7 +139,7 @@ impl Ctx<'_> {
                 self.u32_index(*count)
             }
             Inst::Barrier | Inst::Fence => Ok(()),
-            Inst::Trap(_) => Ok(()),
+            Inst::Trap(_) | Inst::LaunchDependents => Ok(()),
             Inst::If {
                 cond,
                 then,

@@ -370,6 +370,8 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         next.extend(ssq);
         Ok(next)
     })?;
+    // The products are done: what remains (the reductions, the epilogue) is short.
+    e.kb.launch_dependents();
     // Each row's sum of squares: its eight loading threads' partial sums, in a butterfly.
     let rows_v = e.u(rows);
     let first_col = e.kb.add(n0, tc2);

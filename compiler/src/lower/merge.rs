@@ -116,6 +116,7 @@ impl Remap {
                 count: self.v(*count),
             },
             Inst::Trap(c) => Inst::Trap(*c),
+            Inst::LaunchDependents => Inst::LaunchDependents,
             Inst::If {
                 cond,
                 then,

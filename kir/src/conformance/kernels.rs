@@ -53,7 +53,8 @@ pub fn mixed_widths() -> Kernel {
 }
 
 /// One warp per row: a `x4` vector-load dot product with two carried values, reduced over
-/// the warp, stored by lane 0; each lane first prefetches its 32 elements of the row.
+/// the warp, stored by lane 0; each lane first prefetches its 32 elements of the row, and
+/// lets the next dispatch launch once its products are done.
 pub fn dot_x4() -> Kernel {
     let mut b = KernelBuilder::new("dot_x4", [32, 1, 1], 32);
     let x = b.param("x", Scalar::F32, Access::Read);
@@ -84,6 +85,7 @@ pub fn dot_x4() -> Kernel {
         let cnt = b.add(c[1], one);
         vec![acc, cnt]
     });
+    b.launch_dependents();
     let sum = b.subgroup_reduce(ReduceOp::Add, r[0]);
     let z = b.u32(0);
     let first = b.cmp(CmpOp::Eq, lane, z);

@@ -58,6 +58,7 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
                 "For"
             }
             Inst::Trap(_) => "Trap",
+            Inst::LaunchDependents => "LaunchDependents",
         };
         seen.insert(name.to_string());
     }

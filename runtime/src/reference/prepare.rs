@@ -70,7 +70,7 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
                 f(*index);
                 f(*count);
             }
-            Inst::Barrier | Inst::Fence | Inst::Trap(_) => {}
+            Inst::Barrier | Inst::Fence | Inst::Trap(_) | Inst::LaunchDependents => {}
             Inst::If {
                 cond,
                 then,
@@ -317,7 +317,8 @@ impl Cx<'_> {
                 // Lockstep execution satisfies every barrier, and work-groups run one after
                 // another (in linear order) whenever a kernel has parameter atomics, so every
                 // fence is satisfied too (module docs).
-                Inst::Barrier | Inst::Fence => {}
+                // The reference runs dispatches one after another: the hint has no use.
+                Inst::Barrier | Inst::Fence | Inst::LaunchDependents => {}
                 Inst::Prefetch { mem, index, count } => ops.push(Op::Prefetch {
                     space: self.space(*mem),
                     index: self.off(*index)?,

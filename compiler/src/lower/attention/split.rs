@@ -367,6 +367,8 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         })?;
     }
     e.kb.barrier();
+    // What remains (the sum of the mixes, the output or the record, the combine) is short.
+    e.kb.launch_dependents();
     // The work-group's sum of the subgroups' mixes: the output, or this split's record.
     let mut l = zero;
     for i in 0..ATT_WARPS {
