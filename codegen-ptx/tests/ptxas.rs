@@ -63,6 +63,16 @@ fn ptxas() -> Option<PathBuf> {
     )
 }
 
+fn cuobjdump() -> Option<PathBuf> {
+    tool(
+        "POOT_CUOBJDUMP",
+        "cuobjdump",
+        "nvidia.cu13",
+        "POOT_REQUIRE_CUOBJDUMP",
+        "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm",
+    )
+}
+
 /// The goldens, sorted, with their `ptxas` architecture.
 fn goldens() -> Vec<(PathBuf, String, &'static str)> {
     let root = std::env::var("CARGO_MANIFEST_DIR").unwrap_or_else(|_| ".".into());
@@ -200,15 +210,7 @@ fn check_wait(
 #[test]
 fn grid_wait_precedes_global_memory() {
     let Some(ptxas) = ptxas() else { return };
-    let Some(cuobjdump) = tool(
-        "POOT_CUOBJDUMP",
-        "cuobjdump",
-        "nvidia.cu13",
-        "POOT_REQUIRE_CUOBJDUMP",
-        "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm",
-    ) else {
-        return;
-    };
+    let Some(cuobjdump) = cuobjdump() else { return };
     let tmp = scratch("sass");
     // nvdisasm takes most of a second a kernel: one thread per core.
     let sm90: Vec<_> = goldens().into_iter().filter(|g| g.2 == "sm_90").collect();
@@ -249,15 +251,7 @@ fn grid_wait_precedes_global_memory() {
 #[test]
 fn the_wait_check_catches_a_load_before_the_wait() {
     let Some(ptxas) = ptxas() else { return };
-    let Some(cuobjdump) = tool(
-        "POOT_CUOBJDUMP",
-        "cuobjdump",
-        "nvidia.cu13",
-        "POOT_REQUIRE_CUOBJDUMP",
-        "pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm",
-    ) else {
-        return;
-    };
+    let Some(cuobjdump) = cuobjdump() else { return };
     let kernel = |body: &str| {
         format!(
             "---\nsource: test\n---\n.version 8.0\n.target sm_90\n.address_size 64\n\n\

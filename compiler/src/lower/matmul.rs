@@ -205,13 +205,14 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         let m = e.kb.bin(BinOp::Min, m, last_row);
         e.kb.mul(m, kv)
     };
-    // The input rows go through shared memory when they fit (`stage::fits`): one round trip for the work-group's copy instead of each lane's batches
-    // of global loads (Nsight Compute showed every batch as a stall on its first use). On
-    // the H200, decode step in us, two rounds each: SmolLM2 CUDA 465.6, 471.2 to 464.4,
-    // 460.7 (another call: 459.6, 467.7 to 453.1, 453.3), Vulkan 729.3, 733.4 to 718.7,
-    // 719.8; Qwen2.5-0.5B CUDA 694.5, 683.5 to 670.0, 670.8, Vulkan 895.0, 892.4 to 887.5,
-    // 891.7. Loading the weights of the unrolled rounds before the copy's barrier too gave
-    // SmolLM2 457.8, 458.0 against 453.1, 453.3 (CUDA): not done.
+    // The input rows go through shared memory when they fit (`stage::fits`): one round trip
+    // for the work-group's copy instead of each lane's batches of global loads (Nsight
+    // Compute showed every batch as a stall on its first use). On the H200, decode step in
+    // us, two rounds each: SmolLM2 CUDA 465.6, 471.2 to 464.4, 460.7 (another call: 459.6,
+    // 467.7 to 453.1, 453.3), Vulkan 729.3, 733.4 to 718.7, 719.8; Qwen2.5-0.5B CUDA 694.5,
+    // 683.5 to 670.0, 670.8, Vulkan 895.0, 892.4 to 887.5, 891.7. Loading the weights of the
+    // unrolled rounds before the copy's barrier too gave SmolLM2 457.8, 458.0 against
+    // 453.1, 453.3 (CUDA): not done.
     let all_inside = n.is_multiple_of(MM_WARPS * cpw / parts);
     let threads = MM_WARPS * sub as usize;
     let staged = k.is_multiple_of(32) && fits(rb, k, norm.is_some(), MM_WARPS);

@@ -8,9 +8,10 @@
 //! failed submission or wait (device loss included) poisons the context, and from then on no
 //! call touches the device; objects that pending work could reference are destroyed only once
 //! every submission not waited for has signalled its fence (polled for at most `GRACE`, the
-//! first time `may_destroy` is asked on the poisoned context), and are leaked otherwise (device loss, or work that does not
-//! finish). Destroying them ends the driver's threads for the device: lavapipe crashed at
-//! process exit with the device of a timed-out step left alive.
+//! first time `may_destroy` is asked on the poisoned context), and are leaked otherwise
+//! (device loss, or work that does not finish). Destroying them ends the driver's threads
+//! for the device: lavapipe crashed at process exit with the device of a timed-out step left
+//! alive.
 
 use crate::error::DeviceError;
 use ash::vk;
