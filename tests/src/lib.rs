@@ -74,6 +74,8 @@ pub fn ids(v: &serde_json::Value) -> Vec<u32> {
 }
 
 pub mod faults;
+#[cfg(feature = "cuda")]
+pub mod sanitizer;
 pub mod tier2;
 pub mod tier3;
 

@@ -1,6 +1,7 @@
-//! The CUDA device: tier 2 on the tiny configs, capture versus eager over 64 steps, tier 3 on
-//! SmolLM2 and Qwen2.5-0.5B. Without a CUDA machine each test prints `SKIP` (and fails when
-//! `POOT_REQUIRE_GPU=1`); built only with `--features cuda`.
+//! The CUDA device: tier 2 on the tiny configs, capture versus eager over 64 steps, the same
+//! tests again under NVIDIA's compute-sanitizer, tier 3 on SmolLM2 and Qwen2.5-0.5B. Without a
+//! CUDA machine each test prints `SKIP` (and fails when `POOT_REQUIRE_GPU=1`); built only with
+//! `--features cuda`.
 #![cfg(feature = "cuda")]
 
 use poot_bundle::Target;
@@ -9,7 +10,7 @@ use poot_runtime::Engine;
 use poot_runtime::devices::cuda::CudaDevice;
 use poot_tests::tier2::{capture_vs_eager, nonfinite_flag, run_tiny, run_wide_ffn};
 use poot_tests::tier3::tier3_device;
-use poot_tests::{Checkpoint, engine_or_skip, require_gpu};
+use poot_tests::{Checkpoint, engine_or_skip, require_gpu, sanitizer};
 
 const PTX: Target = Target::Ptx { sm: 90 };
 
@@ -49,6 +50,53 @@ fn cuda_nonfinite_flag() {
 fn cuda_capture_matches_eager_64_steps() {
     if let Some(e) = device("cuda_capture_matches_eager_64_steps") {
         capture_vs_eager(e, Family::Qwen2, PTX, 64);
+    }
+}
+
+/// The tests `cuda_sanitized` runs again under each compute-sanitizer tool: every kernel of
+/// the tiny configs' prefill and decode entries, captured and eager.
+const SANITIZED: [&str; 4] = [
+    "cuda_tier2_llama_tiny",
+    "cuda_tier2_qwen2_tiny",
+    "cuda_tier2_llama_wide_ffn",
+    "cuda_capture_matches_eager_64_steps",
+];
+
+/// `SANITIZED` under each tool of `sanitizer::TOOLS`: each run must pass with a clean
+/// report, and the tool must report its canary (this test again, running only the canary).
+/// Without compute-sanitizer it prints `SKIP` (and fails when `POOT_REQUIRE_SANITIZER=1`).
+#[test]
+fn cuda_sanitized() {
+    let test = "cuda_sanitized";
+    let Some(mut engine) = device(test) else {
+        return;
+    };
+    if let Ok(tool) = std::env::var(sanitizer::CANARY) {
+        return sanitizer::run_canary(engine.device(), &tool);
+    }
+    drop(engine);
+    let Some(cs) = sanitizer::find() else {
+        let why = "compute-sanitizer is not on PATH nor in /usr/local/cuda/bin \
+                   (POOT_COMPUTE_SANITIZER names it)";
+        assert!(
+            !std::env::var("POOT_REQUIRE_SANITIZER").is_ok_and(|v| v == "1"),
+            "{test}: {why}"
+        );
+        println!("SKIP {test}: {why}");
+        return;
+    };
+    for (tool, clean, found) in sanitizer::TOOLS {
+        let (_, text) = sanitizer::run(&cs, tool, test, true);
+        assert!(text.contains(found), "{tool} missed its canary:\n{text}");
+        println!("{tool} reports its canary");
+        for inner in SANITIZED {
+            let (ok, text) = sanitizer::run(&cs, tool, inner, false);
+            assert!(
+                ok && text.contains("1 passed") && text.contains(clean),
+                "{tool} over {inner}:\n{text}"
+            );
+            println!("{tool} over {inner}: clean");
+        }
     }
 }
 
