@@ -73,7 +73,8 @@ struct DeviceArgs {
     /// reference.
     #[arg(long, default_value = "auto")]
     device: String,
-    /// Bound on every wait for a Vulkan or wgpu device, in seconds; a longer wait is an error.
+    /// Bound on every wait for a CUDA, Vulkan or wgpu device, in seconds; a longer wait is an
+    /// error.
     #[arg(long, default_value_t = 600)]
     timeout_s: u64,
     /// Vulkan watchdog budget in the planner's work units per command buffer: a replay
@@ -144,7 +145,12 @@ fn open_one(name: &str, args: &DeviceArgs) -> Result<Opened, AnyError> {
         )?)))),
         #[cfg(feature = "cuda")]
         "cuda" => Ok(Opened::Cuda(Box::new(Engine::new(
-            poot_runtime::devices::cuda::CudaDevice::new(0)?,
+            poot_runtime::devices::cuda::CudaDevice::new(
+                &poot_runtime::devices::cuda::CudaOptions {
+                    ordinal: 0,
+                    timeout,
+                },
+            )?,
         )))),
         #[cfg(not(feature = "cuda"))]
         "cuda" => Err("this build of poot has no CUDA support (build with --features cuda)".into()),

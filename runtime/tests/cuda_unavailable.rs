@@ -4,11 +4,11 @@
 #![cfg(feature = "cuda")]
 
 use poot_runtime::DeviceError;
-use poot_runtime::devices::cuda::CudaDevice;
+use poot_runtime::devices::cuda::{CudaDevice, CudaOptions};
 
 #[test]
 fn missing_driver_is_a_typed_error() {
-    match CudaDevice::new(0) {
+    match CudaDevice::new(&CudaOptions::default()) {
         Ok(_) => println!("SKIP missing_driver_is_a_typed_error: this machine has a CUDA driver"),
         Err(DeviceError::Unavailable(msg)) => {
             if std::env::var("POOT_REQUIRE_GPU").is_ok_and(|v| v == "1") {

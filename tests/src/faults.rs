@@ -4,6 +4,9 @@
 //!   attention kernel performs); the step fails with a typed fault naming that kernel and
 //!   code 1, the engine then refuses to step until
 //!   `reset_state`, and steps normally after it.
+//! - [`trap_poisons`]: on a device where a trap is a sticky error (CUDA), the same trap is
+//!   a typed device-lost error naming the device's error, and every later call is refused
+//!   as poisoned.
 //! - [`timeout_poisons`]: with a wait bound far below the work (1 ns), the first wait is a
 //!   typed timeout, and every later call is refused as poisoned.
 
@@ -52,6 +55,41 @@ pub fn trap_needs_reset(e: &mut dyn Executor, target: Target) {
     e.reset_state().expect("reset_state");
     let ok = e.step(id, &slots(3)).expect("step after reset");
     assert_eq!(ok.tokens.len(), 2);
+}
+
+/// A trap is a typed device-lost error naming `error` (the device's name for it), and every
+/// later call is refused as poisoned.
+pub fn trap_poisons(e: &mut dyn Executor, target: Target, error: &str) {
+    let (_, bundle) = tiny_bundle(Family::Llama, target, 16, 2);
+    e.load_weights(&bundle).expect("load_weights");
+    let id = e.add_entry(&decode_key(16)).expect("add_entry");
+    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
+    let err = e
+        .step(id, &slots(16))
+        .expect_err("position 16 of a 16-position cache");
+    match &err {
+        RuntimeError::Device {
+            source: DeviceError::Lost(msg),
+            ..
+        } => assert!(msg.contains(error), "{err}"),
+        other => panic!("expected a lost device, got {other}"),
+    }
+    println!("trap: {err}");
+    let refused: [(&str, RuntimeError); 4] = [
+        ("step", e.step(id, &slots(3)).expect_err("poisoned")),
+        ("reset_state", e.reset_state().expect_err("poisoned")),
+        (
+            "add_entry",
+            e.add_entry(&decode_key(16)).expect_err("poisoned"),
+        ),
+        (
+            "load_weights",
+            e.load_weights(&bundle).expect_err("poisoned"),
+        ),
+    ];
+    for (call, err) in refused {
+        assert!(matches!(err, RuntimeError::Poisoned(_)), "{call}: {err}");
+    }
 }
 
 /// `e` must bound its waits by 1 ns: its first wait (in `load_weights` where weights go

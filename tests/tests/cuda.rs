@@ -1,5 +1,6 @@
-//! The CUDA device: tier 2 on the tiny configs, capture versus eager over 64 steps, the same
-//! tests again under NVIDIA's compute-sanitizer, tier 3 on SmolLM2 and Qwen2.5-0.5B. Without a
+//! The CUDA device: tier 2 on the tiny configs, capture versus eager over 64 steps, a trap
+//! and a timeout that poison, the tier 2 and capture tests again under NVIDIA's
+//! compute-sanitizer, tier 3 on SmolLM2 and Qwen2.5-0.5B. Without a
 //! CUDA machine each test prints `SKIP` (and fails when `POOT_REQUIRE_GPU=1`); built only with
 //! `--features cuda`.
 #![cfg(feature = "cuda")]
@@ -7,15 +8,21 @@
 use poot_bundle::Target;
 use poot_compiler::families::Family;
 use poot_runtime::Engine;
-use poot_runtime::devices::cuda::CudaDevice;
+use poot_runtime::devices::cuda::{CudaDevice, CudaOptions};
+use poot_tests::faults::{timeout_poisons, trap_poisons};
 use poot_tests::tier2::{capture_vs_eager, nonfinite_flag, run_tiny, run_wide_ffn};
 use poot_tests::tier3::tier3_device;
 use poot_tests::{Checkpoint, engine_or_skip, require_gpu, sanitizer};
+use std::time::Duration;
 
 const PTX: Target = Target::Ptx { sm: 90 };
 
+fn device_with(test: &str, opts: &CudaOptions) -> Option<Engine<CudaDevice>> {
+    engine_or_skip(test, CudaDevice::new(opts), require_gpu())
+}
+
 fn device(test: &str) -> Option<Engine<CudaDevice>> {
-    engine_or_skip(test, CudaDevice::new(0), require_gpu())
+    device_with(test, &CudaOptions::default())
 }
 
 #[test]
@@ -50,6 +57,27 @@ fn cuda_nonfinite_flag() {
 fn cuda_capture_matches_eager_64_steps() {
     if let Some(e) = device("cuda_capture_matches_eager_64_steps") {
         capture_vs_eager(e, Family::Qwen2, PTX, 64);
+    }
+}
+
+/// A kernel's trap is a sticky CUDA error: the step that meets it is a typed device-lost
+/// error naming it, and the engine refuses every later call.
+#[test]
+fn cuda_trap_poisons() {
+    if let Some(mut e) = device("cuda_trap_poisons") {
+        trap_poisons(&mut e, PTX, "CUDA_ERROR_");
+    }
+}
+
+/// A wait past the bound is a typed timeout, and the engine refuses every later call.
+#[test]
+fn cuda_timeout_poisons() {
+    let opts = CudaOptions {
+        timeout: Duration::from_nanos(1),
+        ..CudaOptions::default()
+    };
+    if let Some(mut e) = device_with("cuda_timeout_poisons", &opts) {
+        timeout_poisons(&mut e, PTX);
     }
 }
 

@@ -7,7 +7,10 @@
 //! kernel arguments are arena base plus binding offset, fixed at capture (slot contents change,
 //! their addresses never do). A failed launch or synchronize carries CUDA's error name; the
 //! errors CUDA makes sticky (illegal address, launch failure, a kernel `trap`) are `Lost`,
-//! which poisons the engine.
+//! which poisons the engine. Every wait polls the stream or event for at most the timeout
+//! (`CudaOptions`); a wait past it is `Timeout`, which poisons too. Freeing waits for the
+//! stream at most `FREE_WAIT`, and leaks the memory when it does not drain (a hung kernel
+//! may still use it; after a sticky error the context is unusable anyway).
 //!
 //! A step touches host memory only through pinned buffers, so it costs one launch and one
 //! synchronize: the readback arena is mapped host memory the kernels write directly (read
@@ -21,6 +24,33 @@ use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::sys;
 use poot_bundle::{Arena, ArenaSizes, Dispatch, KernelCode, Target};
 use std::ffi::{CString, c_void};
+use std::time::{Duration, Instant};
+
+/// How to open a CUDA device.
+#[derive(Clone, Debug)]
+pub struct CudaOptions {
+    /// The device's ordinal.
+    pub ordinal: i32,
+    /// Bound on every wait for the device.
+    pub timeout: Duration,
+}
+
+impl Default for CudaOptions {
+    fn default() -> CudaOptions {
+        CudaOptions {
+            ordinal: 0,
+            timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// A wait spins this long before it sleeps between polls: a decode step's wait ends well
+/// within it, and a sleep costs tens of microseconds of timer slack.
+const SPIN: Duration = Duration::from_millis(10);
+/// The sleep between polls of a longer wait.
+const POLL: Duration = Duration::from_micros(50);
+/// The longest `free` waits for the stream before it leaks the memory instead.
+const FREE_WAIT: Duration = Duration::from_secs(10);
 
 /// One NVIDIA GPU.
 pub struct CudaDevice {
@@ -38,6 +68,7 @@ pub struct CudaDevice {
     name: String,
     sm: u32,
     modules: Vec<sys::CUmodule>,
+    timeout: Duration,
 }
 
 /// Replays timed per dispatch-list prefix by `profile`.
@@ -82,8 +113,9 @@ fn convert(what: &str, e: DriverError) -> DeviceError {
 }
 
 impl CudaDevice {
-    /// Opens GPU `ordinal`; `Unavailable` when this machine has no CUDA driver or device.
-    pub fn new(ordinal: i32) -> Result<CudaDevice, DeviceError> {
+    /// Opens GPU `opts.ordinal`; `Unavailable` when this machine has no CUDA driver or device.
+    pub fn new(opts: &CudaOptions) -> Result<CudaDevice, DeviceError> {
+        let ordinal = opts.ordinal;
         // SAFETY: only probes for the library; every later call needs it present.
         if !unsafe { sys::is_culib_present() } {
             return Err(DeviceError::Unavailable(
@@ -123,6 +155,42 @@ impl CudaDevice {
             name,
             sm: (major * 10 + minor) as u32,
             modules: Vec::new(),
+            timeout: opts.timeout,
+        })
+    }
+
+    /// Polls `query` (a stream or event query) until it no longer answers "not ready", for at
+    /// most `bound`: spinning for `SPIN`, then sleeping `POLL` between polls.
+    fn wait(
+        what: &str,
+        bound: Duration,
+        query: impl Fn() -> sys::CUresult,
+    ) -> Result<(), DeviceError> {
+        let start = Instant::now();
+        loop {
+            match query() {
+                sys::CUresult::CUDA_SUCCESS => return Ok(()),
+                sys::CUresult::CUDA_ERROR_NOT_READY => {}
+                e => return Err(convert(what, DriverError(e))),
+            }
+            let waited = start.elapsed();
+            if waited > bound {
+                return Err(DeviceError::Timeout(bound));
+            }
+            if waited > SPIN {
+                std::thread::sleep(POLL);
+            } else {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    /// Waits for our stream, for at most `bound`.
+    fn drain(&self, bound: Duration) -> Result<(), DeviceError> {
+        let stream = self.stream;
+        // SAFETY: our stream.
+        Self::wait("cuStreamQuery", bound, || unsafe {
+            sys::cuStreamQuery(stream)
         })
     }
 
@@ -262,14 +330,15 @@ impl CudaDevice {
                     .map_err(|e| convert("cuEventRecord", e))?;
                 op(self.stream)?;
                 // SAFETY: as above; `end` completes before `elapsed` reads the pair.
-                let ms = unsafe {
-                    result::event::record(end, self.stream)
-                        .map_err(|e| convert("cuEventRecord", e))?;
-                    result::event::synchronize(end)
-                        .map_err(|e| convert("cuEventSynchronize", e))?;
-                    result::event::elapsed(start, end)
-                        .map_err(|e| convert("cuEventElapsedTime", e))?
-                };
+                unsafe { result::event::record(end, self.stream) }
+                    .map_err(|e| convert("cuEventRecord", e))?;
+                // SAFETY: an event recorded above.
+                Self::wait("cuEventSynchronize", self.timeout, || unsafe {
+                    sys::cuEventQuery(end)
+                })?;
+                // SAFETY: both events recorded and complete.
+                let ms = unsafe { result::event::elapsed(start, end) }
+                    .map_err(|e| convert("cuEventElapsedTime", e))?;
                 if i >= warmups {
                     samples.push(ms as f64 / 1e3);
                 }
@@ -483,9 +552,7 @@ impl Device for CudaDevice {
     }
 
     fn synchronize(&mut self) -> Result<(), DeviceError> {
-        // SAFETY: our stream.
-        unsafe { result::stream::synchronize(self.stream) }
-            .map_err(|e| convert("cuStreamSynchronize", e))?;
+        self.drain(self.timeout)?;
         self.uploading = false;
         Ok(())
     }
@@ -521,23 +588,24 @@ impl Device for CudaDevice {
     }
 
     fn free(&mut self) {
-        // SAFETY: our stream; nothing may still use the arenas freed below.
-        unsafe { result::stream::synchronize(self.stream) }.ok();
+        // Nothing may still use the arenas freed below: memory the stream may still use
+        // (it did not drain) is leaked instead.
+        let idle = self.drain(self.timeout.min(FREE_WAIT)).is_ok();
         self.uploading = false;
         let readback = arena_index(Arena::Readback);
         for (i, (p, _)) in self.arenas.iter_mut().enumerate() {
-            if *p != 0 && i != readback {
+            if idle && *p != 0 && i != readback {
                 // SAFETY: allocated by `alloc`, freed once.
                 unsafe { result::free_sync(*p) }.ok();
             }
             *p = 0;
         }
         for h in [&mut self.readback, &mut self.slots] {
-            if !h.is_null() {
+            if idle && !h.is_null() {
                 // SAFETY: allocated by `pinned`, freed once; the stream is idle.
                 unsafe { result::free_host(*h as *mut c_void) }.ok();
-                *h = std::ptr::null_mut();
             }
+            *h = std::ptr::null_mut();
         }
         self.dirty = None;
     }
