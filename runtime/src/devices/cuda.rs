@@ -333,7 +333,7 @@ impl CudaDevice {
                 unsafe { result::event::record(end, self.stream) }
                     .map_err(|e| convert("cuEventRecord", e))?;
                 // SAFETY: an event recorded above.
-                Self::wait("cuEventSynchronize", self.timeout, || unsafe {
+                Self::wait("cuEventQuery", self.timeout, || unsafe {
                     sys::cuEventQuery(end)
                 })?;
                 // SAFETY: both events recorded and complete.
