@@ -1,9 +1,9 @@
 //! Failure semantics every device must show, as functions the device test files call.
 //!
-//! - [`trap_needs_reset`]: a position past the cache traps in the K/V write (which the decode
-//!   attention kernel performs); the step fails with a typed fault naming that kernel and
-//!   code 1, the engine then refuses to step until
-//!   `reset_state`, and steps normally after it.
+//! - [`trap_needs_reset`]: on a device that reports a trap through an error word (Vulkan,
+//!   wgpu), a position past the cache traps in the K/V write (which the decode attention
+//!   kernel performs); the step fails with a typed fault naming that kernel and code 1, the
+//!   engine then refuses to step until `reset_state`, and steps normally after it.
 //! - [`trap_poisons`]: on a device where a trap is a sticky error (CUDA), the same trap is
 //!   a typed device-lost error naming the device's error, and every later call is refused
 //!   as poisoned.

@@ -1,8 +1,7 @@
 //! The CUDA device: tier 2 on the tiny configs, capture versus eager over 64 steps, a trap
 //! and a timeout that poison, the tier 2 and capture tests again under NVIDIA's
-//! compute-sanitizer, tier 3 on SmolLM2 and Qwen2.5-0.5B. Without a
-//! CUDA machine each test prints `SKIP` (and fails when `POOT_REQUIRE_GPU=1`); built only with
-//! `--features cuda`.
+//! compute-sanitizer, tier 3 on SmolLM2 and Qwen2.5-0.5B. Without a CUDA machine each test
+//! prints `SKIP` (and fails when `POOT_REQUIRE_GPU=1`); built only with `--features cuda`.
 #![cfg(feature = "cuda")]
 
 use poot_bundle::Target;
