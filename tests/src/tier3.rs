@@ -4,7 +4,8 @@
 //! Tolerance: the device's logits may differ from the reference by the tier-2 bound for the
 //! model (`Tolerance::derive` over its widest reduction and its depth) relative to the logits'
 //! scale, so a greedy flip is accepted only where the reference's top-two margin is within
-//! twice that; the prompt's comparison stops there.
+//! twice that; the prompt's comparison stops there. Then a prompt one position too long for
+//! the cache must be refused, naming the sizes.
 
 use crate::tier2::Tolerance;
 use crate::{Checkpoint, ids, json};
@@ -12,8 +13,8 @@ use poot_bundle::Target;
 use poot_compiler::compile::{CompileOptions, compile};
 use poot_compiler::families::Model;
 use poot_compiler::plan::Readback;
-use poot_runtime::Executor;
 use poot_runtime::driver::Driver;
+use poot_runtime::{Executor, RuntimeError};
 
 /// Runs the first `cases` fixture prompts of `c` through `exec`; returns (matched, compared).
 pub fn tier3_device(
@@ -84,6 +85,21 @@ pub fn tier3_device(
         );
         matched += n;
         total += want.len();
+    }
+    // A prompt that, with the tokens asked for, would pass the end of the cache is refused
+    // before any step, with the sizes in the message.
+    let prompt = vec![1; opts.cap - 6];
+    match driver.generate(&prompt, 7, None, &mut |_| {}) {
+        Err(e @ RuntimeError::PromptTooLong { .. }) => {
+            let want = format!(
+                "prompt of {} tokens plus 7 new tokens exceeds the cache capacity of {} positions",
+                opts.cap - 6,
+                opts.cap
+            );
+            assert_eq!(e.to_string(), want);
+        }
+        Err(other) => panic!("expected a prompt too long for the cache, got {other}"),
+        Ok(_) => panic!("a prompt one position past the cache was accepted"),
     }
     println!(
         "{} through {}: {matched}/{total} tokens match",
