@@ -11,10 +11,10 @@
 //!   typed timeout, and every later call is refused as poisoned.
 
 use crate::tier2::tiny_bundle;
-use poot_bundle::{EntryKey, Sampling, SlotKind, StepKind, Target};
+use poot_bundle::{EntryKey, OpenedBundle, Sampling, SlotKind, StepKind, Target};
 use poot_compiler::families::Family;
 use poot_compiler::lower::TRAP_CACHE_OVERFLOW;
-use poot_runtime::{DeviceError, Executor, RuntimeError};
+use poot_runtime::{DeviceError, EntryId, Executor, RuntimeError};
 
 /// The decode entry of a tiny bundle of two rows.
 pub fn decode_key(cap: u32) -> EntryKey {
@@ -27,15 +27,27 @@ pub fn decode_key(cap: u32) -> EntryKey {
     }
 }
 
-/// A trap is a typed fault, then needs `reset_state`, then the engine recovers.
-pub fn trap_needs_reset(e: &mut dyn Executor, target: Target) {
+/// The slots of a decode step of the two-row tiny bundle, the second row at `pos`.
+fn slots(pos: i32) -> Vec<(SlotKind, Vec<i32>)> {
+    vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])]
+}
+
+/// Loads the two-row tiny llama with a 16-position cache into `e` and steps its decode
+/// entry at position 16, which traps; returns the bundle, the entry and the step's error.
+fn trap(e: &mut dyn Executor, target: Target) -> (OpenedBundle, EntryId, RuntimeError) {
     let (_, bundle) = tiny_bundle(Family::Llama, target, 16, 2);
     e.load_weights(&bundle).expect("load_weights");
     let id = e.add_entry(&decode_key(16)).expect("add_entry");
-    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
     let err = e
         .step(id, &slots(16))
         .expect_err("position 16 of a 16-position cache");
+    println!("trap: {err}");
+    (bundle, id, err)
+}
+
+/// A trap is a typed fault, then needs `reset_state`, then the engine recovers.
+pub fn trap_needs_reset(e: &mut dyn Executor, target: Target) {
+    let (_, id, err) = trap(e, target);
     match &err {
         RuntimeError::Device {
             source: DeviceError::Fault { kernel, code, .. },
@@ -46,7 +58,6 @@ pub fn trap_needs_reset(e: &mut dyn Executor, target: Target) {
         }
         other => panic!("expected a kernel fault, got {other}"),
     }
-    println!("trap: {err}");
     let again = e.step(id, &slots(3)).expect_err("needs reset").to_string();
     assert!(
         again.contains("call reset_state before stepping again"),
@@ -60,13 +71,7 @@ pub fn trap_needs_reset(e: &mut dyn Executor, target: Target) {
 /// A trap is a typed device-lost error naming `error` (the device's name for it), and every
 /// later call is refused as poisoned.
 pub fn trap_poisons(e: &mut dyn Executor, target: Target, error: &str) {
-    let (_, bundle) = tiny_bundle(Family::Llama, target, 16, 2);
-    e.load_weights(&bundle).expect("load_weights");
-    let id = e.add_entry(&decode_key(16)).expect("add_entry");
-    let slots = |pos: i32| vec![(SlotKind::Token, vec![1, 2]), (SlotKind::Pos, vec![0, pos])];
-    let err = e
-        .step(id, &slots(16))
-        .expect_err("position 16 of a 16-position cache");
+    let (bundle, id, err) = trap(e, target);
     match &err {
         RuntimeError::Device {
             source: DeviceError::Lost(msg),
@@ -74,7 +79,6 @@ pub fn trap_poisons(e: &mut dyn Executor, target: Target, error: &str) {
         } => assert!(msg.contains(error), "{err}"),
         other => panic!("expected a lost device, got {other}"),
     }
-    println!("trap: {err}");
     let refused: [(&str, RuntimeError); 4] = [
         ("step", e.step(id, &slots(3)).expect_err("poisoned")),
         ("reset_state", e.reset_state().expect_err("poisoned")),
