@@ -106,14 +106,30 @@ enum Cmd {
     },
 }
 
+/// `println!` that returns the write's error instead of panicking on it: a reader of stdout
+/// that went away (`| head`) ends the command quietly (see `main`).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout(), $($arg)*)
+    };
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if closed_stdout(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` is stdout's reader going away, after which a pipeline's producer stops
+/// without complaint.
+fn closed_stdout(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 type AnyResult = Result<(), Box<dyn std::error::Error>>;
@@ -136,9 +152,9 @@ fn run(cli: Cli) -> AnyResult {
             kernels,
         }) => {
             let b = poot_bundle::open(&bundle)?;
-            print!("{}", poot_bundle::inspect(&b));
+            write!(std::io::stdout(), "{}", poot_bundle::inspect(&b))?;
             if dispatches {
-                print!("{}", poot_bundle::dispatches(&b));
+                write!(std::io::stdout(), "{}", poot_bundle::dispatches(&b))?;
             }
             if let Some(dir) = kernels {
                 let files = poot_bundle::kernel_files(&b);
@@ -153,7 +169,7 @@ fn run(cli: Cli) -> AnyResult {
                     }
                     std::fs::write(&path, code).map_err(io)?;
                 }
-                println!("wrote {} kernel files under {}", files.len(), dir.display());
+                say!("wrote {} kernel files under {}", files.len(), dir.display())?;
             }
             Ok(())
         }
@@ -181,19 +197,26 @@ fn run(cli: Cli) -> AnyResult {
             let mut first: Option<f64> = None;
             let mut out_ids = Vec::new();
             let mut printed = String::new();
+            let mut closed: Option<std::io::Error> = None;
             let mut on_token = |s: &poot_compiler::oracle::StepOut| {
                 first.get_or_insert(start.elapsed().as_secs_f64());
                 out_ids.push(s.token);
                 if let Ok(t) = codec.decode(&out_ids) {
-                    print!("{}", t.get(printed.len()..).unwrap_or(""));
-                    std::io::stdout().flush().ok();
+                    if closed.is_none() {
+                        let mut o = std::io::stdout();
+                        let new = t.get(printed.len()..).unwrap_or("");
+                        closed = o.write_all(new.as_bytes()).and_then(|()| o.flush()).err();
+                    }
                     printed = t;
                 }
             };
             let outs = oracle.generate(&ids, max_tokens, codec.eos, &mut on_token)?;
             let total = start.elapsed().as_secs_f64();
             let prefill = first.unwrap_or(total);
-            println!();
+            if let Some(e) = closed {
+                return Err(e.into());
+            }
+            say!()?;
             eprintln!(
                 "prompt {} tokens: prefill {:.2} s ({:.1} tok/s); {} new tokens: decode {:.1} ms/token",
                 ids.len(),
@@ -223,7 +246,7 @@ fn run(cli: Cli) -> AnyResult {
                     );
                 }
             }
-            print!("{}", poot_ir::print(&g));
+            write!(std::io::stdout(), "{}", poot_ir::print(&g))?;
             Ok(())
         }
     }

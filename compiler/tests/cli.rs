@@ -1,11 +1,12 @@
 //! The `poot-compile` command line: a tiny GGUF compiles into a bundle that `inspect` reads
 //! (the same inputs giving the same bytes), and every bad input exits with status 1 and one
-//! `error:` line that says what is wrong, never a panic.
+//! `error:` line that says what is wrong, never a panic; a reader of its output that goes
+//! away ends it quietly.
 
 use poot_compiler::families::Family;
 use poot_compiler::tiny::tiny_gguf;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// A fresh scratch directory for `test`.
 fn scratch(test: &str) -> PathBuf {
@@ -67,6 +68,21 @@ fn a_tiny_model_compiles_the_same_twice_and_inspects() {
     for want in ["reference", "spirv", "decode", "prefill"] {
         assert!(stdout.contains(want), "`{want}` missing from: {stdout}");
     }
+    // A reader that goes away before the first line (`| head -0`): status 0, no panic.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_poot-compile"))
+        .args(["inspect", path(&bundles[0]), "--dispatches"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("poot-compile starts");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("poot-compile ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !err.contains("panicked") && !err.contains("error:"),
+        "{:?}: {err}",
+        out.status
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -83,14 +83,30 @@ struct DeviceArgs {
     watchdog: Option<u64>,
 }
 
+/// `println!` that returns the write's error instead of panicking on it: a reader of stdout
+/// that went away (`| head`) ends the command quietly (see `main`).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        writeln!(std::io::stdout(), $($arg)*)
+    };
+}
+
 fn main() -> ExitCode {
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if closed_stdout(&*e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+/// Whether `e` is stdout's reader going away, after which a pipeline's producer stops
+/// without complaint.
+fn closed_stdout(e: &(dyn std::error::Error + 'static)) -> bool {
+    e.downcast_ref::<std::io::Error>()
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
 }
 
 type AnyError = Box<dyn std::error::Error>;
@@ -224,11 +240,11 @@ fn bench<D: poot_runtime::Device>(
     let dispatches = engine.entry_info(id)?.dispatches.len();
     let rows = key.rows as usize;
     let cap = key.cap as usize;
-    println!("device: {}", engine.device_name());
-    println!(
+    say!("device: {}", engine.device_name())?;
+    say!(
         "entry: {key}, {dispatches} dispatches, {:.1} MB read per step",
         bytes_read as f64 / 1e6
-    );
+    )?;
     let slots = |i: usize| {
         vec![
             (SlotKind::Token, vec![bench_token(i, b); rows]),
@@ -253,37 +269,40 @@ fn bench<D: poot_runtime::Device>(
         results.push((if eager { "eager" } else { "captured" }, t, h));
     }
     let bw = engine.copy_bandwidth()?;
-    println!(
+    say!(
         "{:<9} {:>12} {:>14} {:>16}",
-        "mode", "tok/s", "step (us)", "host us/token"
-    );
+        "mode",
+        "tok/s",
+        "step (us)",
+        "host us/token"
+    )?;
     for (mode, t, h) in &results {
-        println!(
+        say!(
             "{mode:<9} {:>12.1} {:>14.1} {:>16.1}",
             rows as f64 / t,
             t * 1e6,
             h * 1e6 / rows as f64
-        );
+        )?;
     }
     if let Some(bw) = bw {
         let floor = bytes_read as f64 / bw;
-        println!(
+        say!(
             "copy bandwidth {:.0} GB/s (read + write); floor {:.1} us/step; captured at {:.1}% of the floor",
             bw / 1e9,
             floor * 1e6,
             100.0 * floor / results[0].1
-        );
+        )?;
     }
     if results[1].1 > 0.0 {
-        println!("capture speed-up: {:.2}x", results[1].1 / results[0].1);
+        say!("capture speed-up: {:.2}x", results[1].1 / results[0].1)?;
         // The speed-up is about the eager launch cost over the captured time per dispatch.
         let per = |s: f64| s * 1e6 / dispatches.max(1) as f64;
-        println!(
+        say!(
             "per dispatch: captured {:.2} us; eager {:.2} us, {:.2} us of it launching on the host",
             per(results[0].1),
             per(results[1].1),
             per(results[1].2)
-        );
+        )?;
     }
     if profile {
         print_profile(&mut engine, b, id, &slots(64.min(cap - 1)), true)?;
@@ -349,23 +368,23 @@ fn print_profile<D: poot_runtime::Device>(
             ("first", &listed[..PROFILE_LISTED.min(listed.len())]),
             ("last", &listed[last..]),
         ] {
-            println!("{title} dispatches:");
+            say!("{title} dispatches:")?;
             for (d, t) in part {
                 let n = name(d.kernel);
-                println!("  {n:<28} grid {:?} {:>8.2} us", d.grid, *t * 1e6);
+                say!("  {n:<28} grid {:?} {:>8.2} us", d.grid, *t * 1e6)?;
             }
         }
     }
     let mut rows_: Vec<_> = by.into_iter().collect();
     rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
-    println!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)");
+    say!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)")?;
     for (k, (t, n)) in rows_ {
-        println!("{k:<20} {n:>6} {:>12.1}", t * 1e6);
+        say!("{k:<20} {n:>6} {:>12.1}", t * 1e6)?;
     }
-    println!(
+    say!(
         "sum of kernel times: {:.1} us",
         times.iter().sum::<f64>() * 1e6
-    );
+    )?;
     Ok(())
 }
 
@@ -402,11 +421,11 @@ fn bench_prefill<D: poot_runtime::Device>(
             })
             .collect::<Result<_, AnyError>>()?;
         let chunk = median(&mut times);
-        println!(
+        say!(
             "prefill {t} tokens x {rows} rows: {:.1} us per chunk, {:.1} prompt tok/s",
             chunk * 1e6,
             (rows * t) as f64 / chunk
-        );
+        )?;
         if profile {
             print_profile(engine, b, id, &slots, false)?;
         }
@@ -431,17 +450,24 @@ fn run(cli: Cli) -> Result<(), AnyError> {
             let ids = d.text.encode(&text)?;
             let mut out = Vec::new();
             let mut printed = String::new();
+            let mut closed: Option<std::io::Error> = None;
             let text_codec = poot_runtime::text::Text::new(&b.manifest().text)?;
             let eos = d.text.eos();
             let g = d.generate(&ids, max_tokens, eos, &mut |t| {
                 out.push(t);
                 if let Ok(s) = text_codec.decode(&out) {
-                    print!("{}", s.get(printed.len()..).unwrap_or(""));
-                    std::io::stdout().flush().ok();
+                    if closed.is_none() {
+                        let mut o = std::io::stdout();
+                        let new = s.get(printed.len()..).unwrap_or("");
+                        closed = o.write_all(new.as_bytes()).and_then(|()| o.flush()).err();
+                    }
                     printed = s;
                 }
             })?;
-            println!();
+            if let Some(e) = closed {
+                return Err(e.into());
+            }
+            say!()?;
             let decode_steps = g.tokens.len().saturating_sub(1).max(1);
             eprintln!(
                 "prefill: {} tokens in {:.3} s ({:.1} tok/s); decode: {} tokens at {:.1} tok/s",

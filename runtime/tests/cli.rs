@@ -2,7 +2,7 @@
 //! with and without capture, the cost per dispatch and each prefill chunk; every bad input
 //! (a missing, foreign or truncated bundle, a bundle without a tokenizer, an unknown or
 //! absent device) exits with status 1 and one `error:` line that says what is wrong, never a
-//! panic.
+//! panic; a reader of its output that goes away ends it quietly.
 
 use poot_bundle::Target;
 use poot_compiler::compile::{CompileOptions, compile};
@@ -10,7 +10,7 @@ use poot_compiler::families::Family;
 use poot_compiler::plan::Readback;
 use poot_compiler::tiny::tiny_model;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Command, Output, Stdio};
 
 /// A fresh scratch directory for `test` holding `tiny.pbundle`: the tiny llama for the
 /// reference target, a cache of 32 positions, a prefill chunk of 8 tokens.
@@ -119,5 +119,34 @@ fn bad_inputs_say_what_is_wrong() {
     let (out, _, err) = poot(&["bench", b, "--steps", "x"]);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("invalid value 'x'"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// A reader of stdout that goes away before the first line (`poot bench B | head -0`) ends
+/// the command quietly: status 0, no panic, no error line.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let (dir, bundle) = scratch_with_bundle("closed");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_poot"))
+        .args([
+            "bench",
+            path(&bundle),
+            "--device",
+            "reference",
+            "--steps",
+            "3",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("poot starts");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("poot ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && !err.contains("panicked") && !err.contains("error:"),
+        "{:?}: {err}",
+        out.status
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
