@@ -9,13 +9,16 @@
 //!   spirv-val and naga in `codegen-spirv/tests/tiny.rs`, and run on lavapipe and the H200 in
 //!   `tests/tests/{vulkan,wgpu}.rs`.
 //!
+//! The attention kernels of a tiny llama with 64-wide heads (SmolLM2's and Qwen2.5's width),
+//! whose scores go by lane groups, get goldens of their own (`tiny-llama-h64-*`).
+//!
 //! A change in lowering or rendering shows as a readable diff of the generated kernels.
 
 use poot_bundle::Target;
 use poot_compiler::compile::{CompileOptions, compile};
-use poot_compiler::families::Family;
+use poot_compiler::families::{Family, Model, ModelSpec};
 use poot_compiler::plan::Readback;
-use poot_compiler::tiny::tiny_model;
+use poot_compiler::tiny::{tiny_model, tiny_model_of, tiny_spec};
 
 /// Each target's snapshot folder and name suffix, and how its code reads as text.
 fn golden_text(target: Target, code: &[u8]) -> (&'static str, &'static str, String) {
@@ -33,8 +36,8 @@ fn golden_text(target: Target, code: &[u8]) -> (&'static str, &'static str, Stri
     }
 }
 
-fn goldens(family: Family) {
-    let model = tiny_model(family, 7).unwrap();
+/// Snapshots, as `tiny-{name}-{kernel}-{tag}`, every kernel of `model` that `keep` names.
+fn goldens(model: &Model, name: &str, keep: impl Fn(&str) -> bool) {
     let opts = CompileOptions {
         cap: 300,
         rows: 2,
@@ -50,16 +53,16 @@ fn goldens(family: Family) {
         ],
         readback: Readback::Sampled,
     };
-    let (manifest, _) = compile(&model, &opts, &mut |_, _, _| {}).unwrap();
+    let (manifest, _) = compile(model, &opts, &mut |_, _, _| {}).unwrap();
     for code in &manifest.targets {
-        for k in &code.kernels {
+        for k in code.kernels.iter().filter(|k| keep(&k.name)) {
             let (dir, tag, text) = golden_text(code.target, &k.code);
             insta::with_settings!({
                 snapshot_path => format!("../../snapshots/{dir}"),
                 prepend_module_to_snapshot => false,
                 omit_expression => true,
             }, {
-                insta::assert_snapshot!(format!("tiny-{}-{}-{tag}", family.name(), k.name), text);
+                insta::assert_snapshot!(format!("tiny-{name}-{}-{tag}", k.name), text);
             });
         }
     }
@@ -67,10 +70,21 @@ fn goldens(family: Family) {
 
 #[test]
 fn llama_kernels() {
-    goldens(Family::Llama);
+    goldens(&tiny_model(Family::Llama, 7).unwrap(), "llama", |_| true);
 }
 
 #[test]
 fn qwen2_kernels() {
-    goldens(Family::Qwen2);
+    goldens(&tiny_model(Family::Qwen2, 7).unwrap(), "qwen2", |_| true);
+}
+
+#[test]
+fn llama_h64_attention_kernels() {
+    let spec = ModelSpec {
+        head_dim: 64,
+        rope_dims: 64,
+        ..tiny_spec(Family::Llama)
+    };
+    let model = tiny_model_of(spec, 7).unwrap();
+    goldens(&model, "llama-h64", |k| k.starts_with("attention"));
 }
