@@ -2,7 +2,9 @@
 //! the cache, with the combine of the splits done by the last split to finish, and for a
 //! decode step the write of the new K/V rows into the cache.
 //!
-//! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups); hidden
+//! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups; where the
+//! scores go by lane groups, `split::KEY_LANES`, a thread owns the position whose score its
+//! group leaves in it, every lane of the group holding the same bits of that sum); hidden
 //! positions reach the result only through selects (their scores become -inf, their weights
 //! are skipped), never through a multiply, so whatever a hidden cache row holds cannot leak
 //! into it. A step reads the K/V its position needs, not the whole cache: a hidden position
