@@ -333,7 +333,8 @@ fn warm_up(
 }
 
 /// `--profile`: each dispatch's marginal time in entry `id` (where the device can time them),
-/// summed by kernel kind; with `listed_too` also the first and last dispatches one by one.
+/// summed by kernel (the o and down projections and the vocabulary head, all `matmul`s, apart);
+/// with `listed_too` also the first and last dispatches one by one.
 fn print_profile<D: poot_runtime::Device>(
     engine: &mut Engine<D>,
     b: &poot_bundle::OpenedBundle,
@@ -355,9 +356,7 @@ fn print_profile<D: poot_runtime::Device>(
     let name = |k: u32| names.get(k as usize).map_or("", String::as_str);
     let mut by: std::collections::BTreeMap<&str, (f64, usize)> = std::collections::BTreeMap::new();
     for (d, t) in entry.dispatches.iter().zip(&times) {
-        let n = name(d.kernel);
-        let kind = n.rsplit_once('_').map_or(n, |(a, _)| a);
-        let e = by.entry(kind).or_default();
+        let e = by.entry(name(d.kernel)).or_default();
         e.0 += t;
         e.1 += 1;
     }
@@ -377,9 +376,9 @@ fn print_profile<D: poot_runtime::Device>(
     }
     let mut rows_: Vec<_> = by.into_iter().collect();
     rows_.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
-    say!("{:<20} {:>6} {:>12}", "kernel kind", "count", "total (us)")?;
+    say!("{:<28} {:>6} {:>12}", "kernel", "count", "total (us)")?;
     for (k, (t, n)) in rows_ {
-        say!("{k:<20} {n:>6} {:>12.1}", t * 1e6)?;
+        say!("{k:<28} {n:>6} {:>12.1}", t * 1e6)?;
     }
     say!(
         "sum of kernel times: {:.1} us",
@@ -390,7 +389,7 @@ fn print_profile<D: poot_runtime::Device>(
 
 /// Times each prefill entry of `b` (captured, a full chunk at position 0, after the same
 /// warm-up as decode): the median chunk time and the prompt tokens per second it gives, and
-/// with `profile` its time by kernel kind.
+/// with `profile` its time by kernel.
 fn bench_prefill<D: poot_runtime::Device>(
     engine: &mut Engine<D>,
     b: &poot_bundle::OpenedBundle,
