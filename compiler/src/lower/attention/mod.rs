@@ -3,7 +3,7 @@
 //! decode step the write of the new K/V rows into the cache.
 //!
 //! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups; where the
-//! scores go by lane groups, `split::KEY_LANES`, a thread owns the position whose score its
+//! scores go by lane groups, `scores::KEY_LANES`, a thread owns the position whose score its
 //! group leaves in it, every lane of the group holding the same bits of that sum); hidden
 //! positions reach the result only through selects (their scores become -inf, their weights
 //! are skipped), never through a multiply, so whatever a hidden cache row holds cannot leak
@@ -19,9 +19,11 @@
 //! new row (the group's first query head, in the split holding the position), and no
 //! work-group uses the cache's copy of that row: every reader computes it into shared memory.
 //!
-//! `split` emits one split's work-group, `combine` the combine of the last split to finish.
+//! `split` emits one split's work-group, `scores` its keys and their products with the query,
+//! `combine` the combine of the last split to finish.
 
 mod combine;
+mod scores;
 mod split;
 
 use super::expr::Emit;
