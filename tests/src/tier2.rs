@@ -146,13 +146,15 @@ pub fn run_tiny<D: Device>(engine: Engine<D>, family: Family, target: Target) {
     run_model(engine, &tiny_model(family, 11).expect("tiny model"), target);
 }
 
-/// Tier 2 as `run_tiny` for the tiny llama with a feed-forward layer 4096 wide, so the
-/// kernel of its gate and up projections computes two columns per subgroup and its down
-/// projection splits `k` over four subgroups, a vocabulary 20000 wide, so its argmax
+/// Tier 2 as `run_tiny` for the tiny llama 256 wide with a feed-forward layer 4096 wide, so
+/// the kernel of its gate and up projections computes two columns per subgroup and its down
+/// projection splits `k` over four subgroups, each summing two columns, a vocabulary 20000
+/// wide, so its head takes eight columns per subgroup and its argmax
 /// splits each row over three work-groups (the last one's part shorter), and heads 64 wide
 /// (as SmolLM2's and Qwen2.5's), so attention scores go by groups of eight lanes per key row.
 pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     let spec = ModelSpec {
+        d_model: 256,
         d_ff: 4096,
         vocab: 20000,
         head_dim: 64,

@@ -74,8 +74,10 @@ const MM_ROWS: usize = 8;
 const MM_UNROLL: usize = 8;
 /// Output columns per subgroup of a matmul as wide as a vocabulary (at least `WIDE_N`
 /// columns): each lane has that many columns' weights in flight, and the grid is that many
-/// times smaller. Narrower matmuls take one column per subgroup.
-const WIDE_COLS: usize = 4;
+/// times smaller. Narrower matmuls take one column per subgroup. On the H200, 8 instead of 4
+/// took SmolLM2's vocabulary head from 15.9 to 14.0 us and Qwen2.5-0.5B's from 58.8 to 50.8
+/// (decode step 356.6-353.8 to 355.8-352.0 us and 533.3-535.1 to 525.1-529.6).
+const WIDE_COLS: usize = 8;
 /// The output width from which a matmul takes `WIDE_COLS` columns per subgroup.
 const WIDE_N: usize = 16384;
 /// Output columns per subgroup of a dual matmul (a SwiGLU's gate and up) at least `DUAL_N`
@@ -107,6 +109,26 @@ fn k_parts(n: usize, k: usize, mms: usize, cpw: usize) -> usize {
         .find(|&p| {
             mms == 1 && cpw == 1 && units >= p * KSPLIT_UNITS && n.is_multiple_of(MM_WARPS / p)
         })
+        .unwrap_or(1)
+}
+
+/// The fewest work-groups a matmul with a split `k` keeps when it takes several columns per
+/// subgroup (`split_cols`).
+const SPLIT_MIN_GRID: usize = 128;
+
+/// Output columns per subgroup of a matmul whose `k` is split in `parts`: the most of 4 and 2
+/// that keep at least `SPLIT_MIN_GRID` work-groups, else 1. Every work-group reads the whole
+/// input row (`k` floats) for its columns, so with one column a work-group a long `k` read
+/// far more input than weights: Qwen2.5-0.5B's down projection read 19 KiB of input for 4 KiB
+/// of weights in each of 896 work-groups (17 MiB from L2 for 3.4 MiB of weights). On the
+/// H200, with 4 columns (224 work-groups) its decode step went from 558.9-563.1 to
+/// 533.3-535.1 us; SmolLM2's, with 2 (144 work-groups), from 379.0-379.7 to 353.8-356.7
+/// (the down projections from 82.8 to 61.9 us a step).
+fn split_cols(n: usize, parts: usize) -> usize {
+    let groups = MM_WARPS / parts;
+    [4, 2]
+        .into_iter()
+        .find(|&c| n.is_multiple_of(groups * c) && n / (groups * c) >= SPLIT_MIN_GRID)
         .unwrap_or(1)
 }
 
@@ -154,6 +176,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let gy = e.kb.special(Special::GroupY);
     let cpw = cols_per_subgroup(n, mms.len());
     let parts = k_parts(n, k, mms.len(), cpw);
+    let cpw = if parts > 1 { split_cols(n, parts) } else { cpw };
     let wpg = e.u(MM_WARPS / parts);
     let col = e.kb.mul(gx, wpg);
     // With a split `k`: the subgroup's column within the work-group, and its part.
