@@ -148,14 +148,16 @@ pub fn run_tiny<D: Device>(engine: Engine<D>, family: Family, target: Target) {
 
 /// Tier 2 as `run_tiny` for the tiny llama 256 wide with a feed-forward layer 4096 wide, so
 /// the kernel of its gate and up projections computes two columns per subgroup and its down
-/// projection splits `k` over four subgroups, each summing two columns, a vocabulary 20000
-/// wide, so its head takes eight columns per subgroup and its argmax
+/// projection splits `k` over four subgroups, each summing four columns, 8 query heads, so
+/// its q projection takes two columns per subgroup, a vocabulary 20000 wide, so its head
+/// takes eight columns per subgroup and its argmax
 /// splits each row over three work-groups (the last one's part shorter), and heads 64 wide
 /// (as SmolLM2's and Qwen2.5's), so attention scores go by groups of eight lanes per key row.
 pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     let spec = ModelSpec {
         d_model: 256,
         d_ff: 4096,
+        n_heads: 8,
         vocab: 20000,
         head_dim: 64,
         rope_dims: 64,

@@ -112,23 +112,26 @@ fn k_parts(n: usize, k: usize, mms: usize, cpw: usize) -> usize {
         .unwrap_or(1)
 }
 
-/// The fewest work-groups a matmul with a split `k` keeps when it takes several columns per
-/// subgroup (`split_cols`).
-const SPLIT_MIN_GRID: usize = 128;
+/// The fewest work-groups a single matmul keeps when it takes several columns per subgroup
+/// to read its input fewer times (`shared_input_cols`).
+const SHARED_MIN_GRID: usize = 64;
 
-/// Output columns per subgroup of a matmul whose `k` is split in `parts`: the most of 4 and 2
-/// that keep at least `SPLIT_MIN_GRID` work-groups, else 1. Every work-group reads the whole
-/// input row (`k` floats) for its columns, so with one column a work-group a long `k` read
-/// far more input than weights: Qwen2.5-0.5B's down projection read 19 KiB of input for 4 KiB
-/// of weights in each of 896 work-groups (17 MiB from L2 for 3.4 MiB of weights). On the
-/// H200, with 4 columns (224 work-groups) its decode step went from 558.9-563.1 to
-/// 533.3-535.1 us; SmolLM2's, with 2 (144 work-groups), from 379.0-379.7 to 353.8-356.7
-/// (the down projections from 82.8 to 61.9 us a step).
-fn split_cols(n: usize, parts: usize) -> usize {
+/// Output columns per subgroup of a single matmul (one weight, no wide rule) whose `k` is
+/// split in `parts` (1: not split): the most of 4 and 2 that keep at least
+/// `SHARED_MIN_GRID` work-groups, else 1. Every work-group reads the whole input row (`k`
+/// floats) for its columns, so with few columns a work-group a matmul read more input than
+/// weights: Qwen2.5-0.5B's down projection read 19 KiB of input for 4 KiB of weights in each
+/// of 896 work-groups (17 MiB from L2 for 3.4 MiB of weights). On the H200, decode step in
+/// us: Qwen2.5-0.5B 558.9-563.1 with one column, 533.3-535.1 with 4 columns in its down
+/// projections (224 work-groups), 502.6-503.7 with 2 in its q and o projections too (112);
+/// SmolLM2 379.0-379.7, 353.8-356.7 with 2 columns in its down projections (144), then
+/// 343.9-351.9 with 4 (72) and 2 in its q and o projections (72). Qwen's down projections
+/// with 8 columns (112 work-groups) gave 524.3-524.6 against 523.7-526.3 with 4.
+fn shared_input_cols(n: usize, parts: usize) -> usize {
     let groups = MM_WARPS / parts;
     [4, 2]
         .into_iter()
-        .find(|&c| n.is_multiple_of(groups * c) && n / (groups * c) >= SPLIT_MIN_GRID)
+        .find(|&c| n.is_multiple_of(groups * c) && n / (groups * c) >= SHARED_MIN_GRID)
         .unwrap_or(1)
 }
 
@@ -145,9 +148,10 @@ fn cols_per_subgroup(n: usize, mms: usize) -> usize {
     }
 }
 
-/// `x @ w^T`: one subgroup per output column (more for a vocabulary-wide output or a wide
-/// dual matmul, see `cols_per_subgroup`; several subgroups per column for a long `k`, see
-/// `k_parts`), up to eight input rows per work-group, lanes
+/// `x @ w^T`: one subgroup per output column or more (a vocabulary-wide output or a wide
+/// dual matmul, see `cols_per_subgroup`; a single matmul where the grid stays large enough,
+/// see `shared_input_cols`; several subgroups per column for a long `k`, see `k_parts`), up
+/// to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
 /// multiple of 32), then a subgroup sum. A unit of a block format is summed as its codes
@@ -176,7 +180,11 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let gy = e.kb.special(Special::GroupY);
     let cpw = cols_per_subgroup(n, mms.len());
     let parts = k_parts(n, k, mms.len(), cpw);
-    let cpw = if parts > 1 { split_cols(n, parts) } else { cpw };
+    let cpw = if mms.len() == 1 && cpw == 1 {
+        shared_input_cols(n, parts)
+    } else {
+        cpw
+    };
     let wpg = e.u(MM_WARPS / parts);
     let col = e.kb.mul(gx, wpg);
     // With a split `k`: the subgroup's column within the work-group, and its part.
