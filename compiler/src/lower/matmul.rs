@@ -13,6 +13,7 @@
 
 use super::expr::Emit;
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
+use super::matmul_shape::{MM_WARPS, Shape, shape};
 use super::quant::{Codes, unit_codes, weight};
 use super::stage::{fits, stage};
 use crate::Result;
@@ -65,93 +66,14 @@ pub(super) fn operands(e: &mut Emit, mms: &[Value], k: usize) -> Result<Operands
     Ok(Operands { x, norm, ws })
 }
 
-/// Subgroups per matmul work-group, one output column each.
-pub(super) const MM_WARPS: usize = 4;
 /// Input rows per matmul work-group.
 const MM_ROWS: usize = 8;
 /// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
 /// projection, 152 units, would have 5 on one subgroup per column; split over 4, it has 2).
 const MM_UNROLL: usize = 8;
-/// Output columns per subgroup of a matmul as wide as a vocabulary (at least `WIDE_N`
-/// columns): each lane has that many columns' weights in flight, and the grid is that many
-/// times smaller. Narrower matmuls take one column per subgroup. On the H200, 8 instead of 4
-/// took SmolLM2's vocabulary head from 15.9 to 14.0 us and Qwen2.5-0.5B's from 58.8 to 50.8
-/// (decode step 356.6-353.8 to 355.8-352.0 us and 533.3-535.1 to 525.1-529.6).
-const WIDE_COLS: usize = 8;
-/// The output width from which a matmul takes `WIDE_COLS` columns per subgroup.
-const WIDE_N: usize = 16384;
-/// Output columns per subgroup of a dual matmul (a SwiGLU's gate and up) at least `DUAL_N`
-/// wide: each lane has four units of weights in flight instead of two, its x loads and the
-/// prologue's norm serve twice the weights, and the grid is half as large. On the H200,
-/// Qwen2.5-0.5B's 4864-wide gate and up went from 15.1 to 9.6 us per layer (its 1216
-/// work-groups needed two waves at 96 registers a thread). SmolLM2's 1536-wide one did not
-/// gain before the input was staged; staged, its decode step went from 411.7-417.4 to
-/// 402.5-406.8 us on CUDA (the kernel from 80.8 to 76.1 us a step) and from 686.1-717.9 to
-/// 696.0-727.1 on Vulkan (the same kernels serve both): kept for CUDA.
-const DUAL_COLS: usize = 2;
-/// The output width from which a dual matmul takes `DUAL_COLS` columns per subgroup.
-const DUAL_N: usize = 1536;
-/// The fewest units of 32 weights each part of a split `k` sums.
-const KSPLIT_UNITS: usize = 24;
 
-/// Subgroups sharing each output column of a single matmul (one column per subgroup), each
-/// summing a part of `k`, their sums added in shared memory in part order: 4 or 2 where each
-/// part still holds `KSPLIT_UNITS` units of 32 weights (a down projection), so a long
-/// reduction runs as more, shorter subgroups, and the grid grows by as much. On the H200:
-/// Qwen2.5-0.5B's down projections (152 units, 4 parts) took its Vulkan step from 1089-1096
-/// to 973-974 us (CUDA 784-785 against 787-788), SmolLM2's (48 units, 2 parts) CUDA from 488
-/// to 477-479 us and Vulkan from 745 to 726-728; 2 parts for Qwen gave CUDA 776-779, Vulkan
-/// 997-998.
-fn k_parts(n: usize, k: usize, mms: usize, cpw: usize) -> usize {
-    let units = if k.is_multiple_of(32) { k / 32 } else { 0 };
-    [4, 2]
-        .into_iter()
-        .find(|&p| {
-            mms == 1 && cpw == 1 && units >= p * KSPLIT_UNITS && n.is_multiple_of(MM_WARPS / p)
-        })
-        .unwrap_or(1)
-}
-
-/// The fewest work-groups a single matmul keeps when it takes several columns per subgroup
-/// to read its input fewer times (`shared_input_cols`).
-const SHARED_MIN_GRID: usize = 64;
-
-/// Output columns per subgroup of a single matmul (one weight, no wide rule) whose `k` is
-/// split in `parts` (1: not split): the most of 4 and 2 that keep at least
-/// `SHARED_MIN_GRID` work-groups, else 1. Every work-group reads the whole input row (`k`
-/// floats) for its columns, so with few columns a work-group a matmul read more input than
-/// weights: Qwen2.5-0.5B's down projection read 19 KiB of input for 4 KiB of weights in each
-/// of 896 work-groups (17 MiB from L2 for 3.4 MiB of weights). On the H200, decode step in
-/// us: Qwen2.5-0.5B 558.9-563.1 with one column, 533.3-535.1 with 4 columns in its down
-/// projections (224 work-groups), 502.6-503.7 with 2 in its q and o projections too (112);
-/// SmolLM2 379.0-379.7, 353.8-356.7 with 2 columns in its down projections (144), then
-/// 343.9-351.9 with 4 (72) and 2 in its q and o projections (72). Qwen's down projections
-/// with 8 columns (112 work-groups) gave 524.3-524.6 against 523.7-526.3 with 4.
-fn shared_input_cols(n: usize, parts: usize) -> usize {
-    let groups = MM_WARPS / parts;
-    [4, 2]
-        .into_iter()
-        .find(|&c| n.is_multiple_of(groups * c) && n / (groups * c) >= SHARED_MIN_GRID)
-        .unwrap_or(1)
-}
-
-/// Output columns per subgroup of a matmul `n` wide computing `mms` matmuls of one input:
-/// several only where they split evenly over the work-group's subgroups.
-fn cols_per_subgroup(n: usize, mms: usize) -> usize {
-    let even = |c: usize| n.is_multiple_of(MM_WARPS * c);
-    if n >= WIDE_N && even(WIDE_COLS) {
-        WIDE_COLS
-    } else if mms > 1 && n >= DUAL_N && even(DUAL_COLS) {
-        DUAL_COLS
-    } else {
-        1
-    }
-}
-
-/// `x @ w^T`: one subgroup per output column or more (a vocabulary-wide output or a wide
-/// dual matmul, see `cols_per_subgroup`; a single matmul where the grid stays large enough,
-/// see `shared_input_cols`; several subgroups per column for a long `k`, see `k_parts`), up
-/// to eight input rows per work-group, lanes
+/// `x @ w^T`: each subgroup sums one output column or more for all of `k` or a part of it
+/// (`matmul_shape`), up to eight input rows per work-group, lanes
 /// striding over `k` by units of 32 weights (one block's fields loaded together, x in 4-lane
 /// loads, the rounds unrolled up to `MM_UNROLL`; one weight per step when `k` is not a
 /// multiple of 32), then a subgroup sum. A unit of a block format is summed as its codes
@@ -178,13 +100,8 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let lane = e.kb.special(Special::Lane);
     let gx = e.kb.special(Special::GroupX);
     let gy = e.kb.special(Special::GroupY);
-    let cpw = cols_per_subgroup(n, mms.len());
-    let parts = k_parts(n, k, mms.len(), cpw);
-    let cpw = if mms.len() == 1 && cpw == 1 {
-        shared_input_cols(n, parts)
-    } else {
-        cpw
-    };
+    let tiling = shape(n, k, mms.len());
+    let Shape { cols: cpw, parts } = tiling;
     let wpg = e.u(MM_WARPS / parts);
     let col = e.kb.mul(gx, wpg);
     // With a split `k`: the subgroup's column within the work-group, and its part.
@@ -244,7 +161,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // 683.5 to 670.0, 670.8, Vulkan 895.0, 892.4 to 887.5, 891.7. Loading the weights of the
     // unrolled rounds before the copy's barrier too gave SmolLM2 457.8, 458.0 against
     // 453.1, 453.3 (CUDA): not done.
-    let all_inside = n.is_multiple_of(MM_WARPS * cpw / parts);
+    let all_inside = n.is_multiple_of(tiling.per_group());
     let threads = MM_WARPS * sub as usize;
     let staged = k.is_multiple_of(32) && fits(rb, k, norm.is_some(), MM_WARPS);
     let rows_src: Vec<(Mem, Val)> = if staged {
@@ -500,7 +417,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     })?;
     let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
     Ok(launch(
-        [n.div_ceil(MM_WARPS * cpw / parts), rows.div_ceil(rb), 1],
+        [n.div_ceil(tiling.per_group()), rows.div_ceil(rb), 1],
         wbytes + 4 * rows * k,
     ))
 }

@@ -13,6 +13,7 @@ mod gemm;
 mod kernels;
 pub mod layout;
 mod matmul;
+mod matmul_shape;
 mod merge;
 mod place;
 mod prefetch;
@@ -139,7 +140,7 @@ impl Builder<'_> {
                 g,
                 pl,
                 &format!("{dual}matmul"),
-                matmul::MM_WARPS as u32 * sub,
+                matmul_shape::MM_WARPS as u32 * sub,
                 |e| matmul::matmul(e, root, mms, sub),
             )
         }
