@@ -31,7 +31,8 @@
 //!   is `griddepcontrol.launch_dependents` where the target has grid dependency control,
 //!   else nothing.
 //! - Each kir `let` becomes its own few instructions, except the patterns `select` recognizes
-//!   (a byte of a word or'ed with a constant whose low byte is zero: one `prmt.b32`) and
+//!   (a byte of a word, possibly shifted to another byte, or'ed with a constant whose byte
+//!   there is zero: one `prmt.b32`) and
 //!   `u32` division or remainder by a nonzero constant (a shift, a mask, or a multiply by the
 //!   divisor's magic number), which compute exactly the same bits.
 //! - Floating point follows kir exactly (`.rn` arithmetic, NaN-propagating min/max, no

@@ -1,11 +1,13 @@
 //! Instruction selection over kir patterns: byte `k` of a 32-bit word moved into the low byte
-//! (`(w >> 8k) & 0xff`, or `w >> 24` for a `u32`) and or'ed with a constant whose low byte is
-//! zero is one `prmt.b32` (byte permute) instead of a shift, a mask and an or. The quantized
-//! matmuls build every weight code this way (`0x4B000000 | byte` is the f32 bit pattern of
-//! `2^23 + byte`), so it is most of their integer work: ptxas then gives Qwen2.5-0.5B's
-//! decode gate/up kernel 1176 SASS instructions a thread instead of 1336. A byte that is not
-//! or'ed is left as it is: as a permute it saved nothing in the decode kernels and added
-//! instructions to the prefill ones, whose shifted words have other readers.
+//! (`(w >> 8k) & 0xff`, or `w >> 24` for a `u32`), possibly shifted on to byte `p` (`<< 8p`),
+//! and or'ed with a constant whose byte `p` is zero is one `prmt.b32` (byte permute) instead
+//! of a shift, a mask, a shift and an or. The quantized matmuls build every weight code this
+//! way (`0x4B000000 | byte` is the f32 bit pattern of `2^23 + byte`; `0x3F000000 | byte <<
+//! 16` that of `1 + q / 2^bits` for a byte `0x80 | q << (7 - bits)`), so it is most of their
+//! integer work: ptxas then gave Qwen2.5-0.5B's decode gate/up kernel 1176 SASS
+//! instructions a thread instead of 1336. A byte that is not or'ed is left as it is: as a
+//! permute it saved nothing in the decode kernels and added instructions to the prefill
+//! ones, whose shifted words have other readers.
 //!
 //! Invariant: a selected permute computes exactly the bits of the kir expression it replaces;
 //! the replaced shift and mask are still emitted (ptxas drops them when nothing else reads
@@ -72,22 +74,32 @@ impl<'a> Patterns<'a> {
     }
 
     /// The permute computing the one-lane integer `op(x, y)` where it is one: an `or` of
-    /// byte `k` of a word and a constant whose low byte is zero.
+    /// byte `k` of a word, placed at byte `p`, and a constant whose byte `p` is zero.
     pub(crate) fn permute(&self, op: BinOp, x: Val, y: Val) -> Option<Permute> {
         if op != BinOp::Or {
             return None;
         }
-        [(x, y), (y, x)].into_iter().find_map(|(p, c)| {
-            if self.konst(c)? & 0xff != 0 {
+        [(x, y), (y, x)].into_iter().find_map(|(v, c)| {
+            let (byte, at) = self.placed(v);
+            if (self.konst(c)? >> (8 * at)) & 0xff != 0 {
                 return None;
             }
-            let (a, k) = self.byte_of(p)?;
-            Some(Permute {
-                a,
-                b: c,
-                selector: 0x7650 | k,
-            })
+            let (a, k) = self.byte_of(byte)?;
+            let selector = (0..4).fold(0, |s, i| s | (if i == at { k } else { 4 + i }) << (4 * i));
+            Some(Permute { a, b: c, selector })
         })
+    }
+
+    /// `(b, p)` when `v` is `b << 8p` for `p` in 1..4, else `(v, 0)`.
+    fn placed(&self, v: Val) -> (Val, u32) {
+        if let Some(Expr::Binary(BinOp::Shl, b, s)) = self.defs.get(&v)
+            && let Some(s) = self.konst(*s)
+            && s % 8 == 0
+            && (8..32).contains(&s)
+        {
+            return (*b, s / 8);
+        }
+        (v, 0)
     }
 
     /// `(a, k)` when `v` holds byte `k` of `a` in its low byte and zeros above.
@@ -191,6 +203,28 @@ mod tests {
             (BinOp::Xor, b0, c),
             (BinOp::And, b0, mask),
         ];
+        // A byte placed at byte `at` (the mantissa codes' form), or'ed with constants whose
+        // byte `at` is zero (selected) or not (rejected).
+        let mut placed = Vec::new();
+        for k in 0..4u32 {
+            let s = b.u32(8 * k);
+            let shifted = b.bin(BinOp::Shr, word, s);
+            let byte = b.bin(BinOp::And, shifted, mask);
+            for at in 1..4u32 {
+                let up = b.u32(8 * at);
+                let v = b.bin(BinOp::Shl, byte, up);
+                for c in [
+                    0x3F00_0000,
+                    0x0000_0000,
+                    0xff00_ffff,
+                    0x00ff_00ff,
+                    0x1234_5678,
+                ] {
+                    let cv = b.u32(c);
+                    placed.push((k, at, c, v, cv));
+                }
+            }
+        }
         let k = b.finish();
         let pats = Patterns::new(&k);
         for (x, y, c, byte) in cases {
@@ -210,6 +244,19 @@ mod tests {
         }
         for (op, x, y) in rejected {
             assert_eq!(pats.permute(op, x, y), None, "{op:?} {x} {y}");
+        }
+        for (byte, at, c, v, cv) in placed {
+            let p = pats.permute(BinOp::Or, v, cv);
+            if (c >> (8 * at)) & 0xff != 0 {
+                assert_eq!(p, None, "byte {byte} at {at} | {c:#x}");
+                continue;
+            }
+            let p = p.unwrap_or_else(|| panic!("byte {byte} at {at} | {c:#x} not selected"));
+            assert_eq!(p.a, word);
+            for &wv in &words {
+                let want = (((wv >> (8 * byte)) & 0xff) << (8 * at)) | c;
+                assert_eq!(prmt(wv, c, p.selector), want, "{wv:#x} byte {byte} at {at}");
+            }
         }
     }
 }

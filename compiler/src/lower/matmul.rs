@@ -14,7 +14,7 @@
 use super::expr::Emit;
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
 use super::matmul_shape::{MM_WARPS, Shape, shape};
-use super::quant::{Codes, unit_codes, weight};
+use super::quant::{Codes, Form, unit_codes, weight};
 use super::stage::{fits, stage};
 use crate::Result;
 use poot_ir::{DType, Value};
@@ -218,7 +218,12 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                     .iter()
                     .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes))
                     .collect();
-                let any_min = wv.iter().any(|w| w.min.is_some());
+                // The inputs' sums, for mins and mantissa codes: over the whole unit, or
+                // over its halves where a unit has a scale for each.
+                let any_sum = wv
+                    .iter()
+                    .any(|w| w.min.is_some() || matches!(w.form, Form::Mantissa { .. }));
+                let halves = wv.iter().any(|w| w.scales.len() == 2);
                 let mut next = acc.to_vec();
                 for r in 0..rb {
                     let (xmem, mk) = x_at(e, r);
@@ -241,7 +246,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                             n => vec![zero; n],
                         })
                         .collect();
-                    let mut sx = zero;
+                    let mut sx = [zero; 2];
                     let mut ss = zero;
                     for (q, (&xv, n4)) in xs.iter().zip(&nv4).enumerate() {
                         for c in 0..4 {
@@ -256,25 +261,33 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                                 let h = j * p.len() / 32;
                                 p[h] = e.kb.fma(x1, w.codes[j], p[h]);
                             }
-                            if any_min {
-                                sx = e.kb.add(sx, x1);
+                            if any_sum {
+                                let h = usize::from(halves && j >= 16);
+                                sx[h] = e.kb.add(sx[h], x1);
                             }
                         }
                     }
                     if lane_nw.is_some() {
                         next[nacc + r] = e.kb.add(acc[nacc + r], ss);
                     }
+                    let total = if halves && any_sum {
+                        e.kb.add(sx[0], sx[1])
+                    } else {
+                        sx[0]
+                    };
                     for (i, w) in wv.iter().enumerate() {
                         let mut t = if w.scales.is_empty() {
                             part[i][0]
                         } else {
                             acc[i * rb + r]
                         };
-                        for (&d, &p) in w.scales.iter().zip(&part[i]) {
+                        for (h, (&d, &p)) in w.scales.iter().zip(&part[i]).enumerate() {
+                            let s = if w.scales.len() == 2 { sx[h] } else { total };
+                            let p = w.form.code_sum(e, p, s);
                             t = e.kb.fma(d, p, t);
                         }
                         if let Some(m) = w.min {
-                            t = e.kb.fma(m, sx, t);
+                            t = e.kb.fma(m, total, t);
                         }
                         next[i * rb + r] = t;
                     }

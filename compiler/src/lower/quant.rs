@@ -2,9 +2,10 @@
 //!
 //! Invariant: `unit` (32 weights of a row) and `weight` (one plain-float weight) perform
 //! exactly the f32 operations of `poot_eval::dequant`, so a device weight equals the reference
-//! weight bit for bit; `unit_codes` gives the same unit for a dot product, as exact integer
-//! codes and the block's scale (and min), whose products equal the weights before rounding.
-//! Weights are bound as `u32` words in the device layout (`layout`), read through `blocks`.
+//! weight bit for bit; `unit_codes` gives the same unit for a dot product, as codes exact in
+//! f32 and the block's scale (and min), from which the weights follow exactly before
+//! rounding ([`Form`]). Weights are bound as `u32` words in the device layout (`layout`),
+//! read through `blocks`.
 
 use super::blocks::{Bytes, SmallBlock, block_at, i2f, q4k_unit, q6k_unit, sext8, small_block};
 use super::expr::Emit;
@@ -192,13 +193,52 @@ pub fn unit(
     }
 }
 
+/// How a unit's codes stand for its weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Form {
+    /// The weights themselves (plain floats), with no scale.
+    Plain,
+    /// Integer codes less the format's bias: weight `j` is `scale * codes[j] (+ min)`.
+    Exact,
+    /// Codes `1 + q / 2^bits`, `q` the format's raw code (below `2^bits`): weight `j` is
+    /// `scale * (2^bits * (codes[j] - 1) - bias) (+ min)`. A code is one byte permute (the
+    /// code's bits under the exponent of 1.0) where an exact code also needs a subtraction,
+    /// and a dot product recovers the codes' sum as `2^bits * (sum(x * codes) - sum(x))`.
+    Mantissa {
+        /// The raw codes' width.
+        bits: u32,
+        /// The format's bias.
+        bias: u32,
+    },
+}
+
+impl Form {
+    /// The sum of `x[j] * (code less bias)` over a run of codes, from `p`, the sum of `x[j] *
+    /// codes[j]`, and `s`, the sum of `x[j]`, over the same run: `p` itself for exact codes
+    /// and plain weights; `2^bits * (p - s) - bias * s` for mantissa codes (both products
+    /// by powers of two, exact).
+    pub fn code_sum(self, e: &mut Emit, p: Val, s: Val) -> Val {
+        let Form::Mantissa { bits, bias } = self else {
+            return p;
+        };
+        let pq = e.kb.sub(p, s);
+        let scale = e.kb.f32((1u32 << bits) as f32);
+        if bias == 0 {
+            return e.kb.mul(pq, scale);
+        }
+        let nb = e.kb.f32(-(bias as f32));
+        let b = e.kb.mul(s, nb);
+        e.kb.fma(pq, scale, b)
+    }
+}
+
 /// A unit of 32 weights for a dot product. In factored form (every block format), weight
-/// `j` is `scale * codes[j] (+ min)`, `codes[j]` being the block's integer code less
-/// its bias, as an exact f32: a dot product sums `x[j] * codes[j]` and scales the sum once,
-/// instead of dequantizing each weight first (a multiply and a conversion per weight fewer);
-/// it rounds differently from summing dequantized weights, within a reassociated sum's
-/// bound. Otherwise `codes` are the weights themselves (as [`unit`] reads them) and there is
-/// no scale.
+/// `j` follows from the code `codes[j]`, the block's scale and min as [`Form`] says: a dot
+/// product sums `x[j] * codes[j]` and scales the sum once, instead of dequantizing each
+/// weight first (a multiply and a conversion per weight fewer); it rounds differently from
+/// summing dequantized weights, within a reassociated sum's bound (a mantissa code's sum
+/// less the inputs' sum loses at most `bits` bits of that sum's `2^-24`). Otherwise `codes`
+/// are the weights themselves (as [`unit`] reads them) and there is no scale.
 pub struct Codes {
     /// The 32 codes (or weights).
     pub codes: Vec<Val>,
@@ -207,6 +247,19 @@ pub struct Codes {
     pub scales: Vec<Val>,
     /// The unit's min (Q4_1, and Q4_K's negated sub-block min).
     pub min: Option<Val>,
+    /// How the codes stand for the weights.
+    pub form: Form,
+}
+
+/// Byte `b` of `w` in the low byte (`ff` the mask 0xff).
+fn low_byte(e: &mut Emit, w: Val, b: usize, ff: Val) -> Val {
+    let x = if b == 0 {
+        w
+    } else {
+        let s = e.kb.u32(8 * b as u32);
+        e.kb.bin(BinOp::Shr, w, s)
+    };
+    e.kb.bin(BinOp::And, x, ff)
 }
 
 /// The codes of the four bytes of `w` (each below 2^8), less `bias`, exactly: the float
@@ -216,16 +269,32 @@ fn byte_codes(e: &mut Emit, w: Val, bias: u32) -> [Val; 4] {
     let magic = e.kb.u32(0x4B00_0000);
     let off = e.kb.f32(8_388_608.0 + bias as f32);
     std::array::from_fn(|b| {
-        let x = if b == 0 {
-            w
-        } else {
-            let s = e.kb.u32(8 * b as u32);
-            e.kb.bin(BinOp::Shr, w, s)
-        };
-        let x = e.kb.bin(BinOp::And, x, ff);
+        let x = low_byte(e, w, b, ff);
         let bits = e.kb.bin(BinOp::Or, x, magic);
         let f = e.kb.bitcast(bits, Scalar::F32);
         e.kb.sub(f, off)
+    })
+}
+
+/// The codes `1 + q / 2^bits` of the four bytes `q` of `w` (each below `2^bits`, `bits` at
+/// most 7): each byte shifted to its top bit 6 with bit 7 set (`w << (7 - bits) |
+/// 0x80808080`, no carry between bytes), then moved to the third byte of `0x3F000000`,
+/// whose bits are those of `1 + q / 2^bits` (exponent of 1.0, the code at the top of the
+/// mantissa); a backend with a byte permute makes each a single instruction.
+fn mantissa_codes(e: &mut Emit, w: Val, bits: u32) -> [Val; 4] {
+    debug_assert!((1..=7).contains(&bits));
+    let s = e.kb.u32(7 - bits);
+    let t = e.kb.bin(BinOp::Shl, w, s);
+    let top = e.kb.u32(0x8080_8080);
+    let t = e.kb.bin(BinOp::Or, t, top);
+    let ff = e.kb.u32(0xff);
+    let sixteen = e.kb.u32(16);
+    let one = e.kb.u32(0x3F00_0000);
+    std::array::from_fn(|b| {
+        let x = low_byte(e, t, b, ff);
+        let x = e.kb.bin(BinOp::Shl, x, sixteen);
+        let bits = e.kb.bin(BinOp::Or, x, one);
+        e.kb.bitcast(bits, Scalar::F32)
     })
 }
 
@@ -245,8 +314,9 @@ fn spread_bits(e: &mut Emit, h: Val, from: u32) -> Val {
 
 /// The unit `unit` of row `row` for a dot product (see [`Codes`]), with the same loads as
 /// [`unit`]. Codes are extracted four to a word: Q8_0's bytes with their sign bit flipped
-/// (the code plus 128), Q4_0/Q4_1/Q5_0's low and high nibbles (weights `j` and `j + 16`) with
-/// Q5_0's fifth bits spread in.
+/// (the code plus 128) as exact codes; as mantissa codes, Q4_0/Q4_1/Q5_0's low and high
+/// nibbles (weights `j` and `j + 16`) with Q5_0's fifth bits spread in, Q4_K's nibbles and
+/// Q6_K's six-bit codes. Q8_0's eight bits do not fit a byte below the top mantissa bit.
 pub fn unit_codes(
     e: &mut Emit,
     mem: Mem,
@@ -264,6 +334,7 @@ pub fn unit_codes(
             codes: unit(e, mem, words, dtype, row, unit_v, row_bytes),
             scales: Vec::new(),
             min: None,
+            form: Form::Plain,
         };
     }
     let by = Bytes::new(mem, words);
@@ -276,13 +347,14 @@ pub fn unit_codes(
                 .flat_map(|&w| {
                     let w = e.kb.bin(BinOp::Shr, w, k.sh);
                     let w = e.kb.bin(BinOp::And, w, nibbles);
-                    byte_codes(e, w, 0)
+                    mantissa_codes(e, w, 4)
                 })
                 .collect();
         return Codes {
             codes,
             scales: vec![k.dl],
             min: Some(e.kb.un(UnOp::Neg, k.ml)),
+            form: Form::Mantissa { bits: 4, bias: 0 },
         };
     }
     if dtype == DType::Q6K {
@@ -299,13 +371,14 @@ pub fn unit_codes(
                     let hi = e.kb.bin(BinOp::And, hi, twos);
                     let hi = e.kb.bin(BinOp::Shl, hi, four);
                     let q = e.kb.bin(BinOp::Or, lo, hi);
-                    byte_codes(e, q, 32)
+                    mantissa_codes(e, q, 6)
                 })
                 .collect();
         return Codes {
             codes,
             scales: k.ds.to_vec(),
             min: None,
+            form: Form::Mantissa { bits: 6, bias: 32 },
         };
     }
     if dtype == DType::Q8_0 {
@@ -323,9 +396,11 @@ pub fn unit_codes(
             codes,
             scales: vec![scale],
             min: None,
+            form: Form::Exact,
         };
     }
     let SmallBlock { d, m, qh, qs, bias } = small_block(e, &by, dtype, &blk);
+    let bits = if qh.is_some() { 5 } else { 4 };
     let four = e.kb.u32(4);
     let mut low = Vec::with_capacity(16);
     let mut high = Vec::with_capacity(16);
@@ -341,13 +416,14 @@ pub fn unit_codes(
             }
             None => (lo, hi),
         };
-        low.extend(byte_codes(e, lo, bias));
-        high.extend(byte_codes(e, hi, bias));
+        low.extend(mantissa_codes(e, lo, bits));
+        high.extend(mantissa_codes(e, hi, bits));
     }
     low.extend(high);
     Codes {
         codes: low,
         scales: vec![d],
         min: m,
+        form: Form::Mantissa { bits, bias },
     }
 }
