@@ -236,9 +236,11 @@ impl Form {
 /// `j` follows from the code `codes[j]`, the block's scale and min as [`Form`] says: a dot
 /// product sums `x[j] * codes[j]` and scales the sum once, instead of dequantizing each
 /// weight first (a multiply and a conversion per weight fewer); it rounds differently from
-/// summing dequantized weights, within a reassociated sum's bound (a mantissa code's sum
-/// less the inputs' sum loses at most `bits` bits of that sum's `2^-24`). Otherwise `codes`
-/// are the weights themselves (as [`unit`] reads them) and there is no scale.
+/// summing dequantized weights, within a reassociated sum's bound. A sum of mantissa codes
+/// rounds at the scale of `sum |x|` (each code is below 2), so once scaled by `2^bits` its
+/// error bound is that of a sum of the terms `2^bits * |x[j]|`, against `|x[j] * code|` for
+/// exact codes. Otherwise `codes` are the weights themselves (as [`unit`] reads them) and
+/// there is no scale.
 pub struct Codes {
     /// The 32 codes (or weights).
     pub codes: Vec<Val>,
@@ -277,8 +279,8 @@ fn byte_codes(e: &mut Emit, w: Val, bias: u32) -> [Val; 4] {
 }
 
 /// The codes `1 + q / 2^bits` of the four bytes `q` of `w` (each below `2^bits`, `bits` at
-/// most 7): each byte shifted to its top bit 6 with bit 7 set (`w << (7 - bits) |
-/// 0x80808080`, no carry between bytes), then moved to the third byte of `0x3F000000`,
+/// most 7): each code shifted up to end at bit 6 of its byte, with bit 7 set (`w << (7 -
+/// bits) | 0x80808080`, no carry between bytes), then moved to the third byte of `0x3F000000`,
 /// whose bits are those of `1 + q / 2^bits` (exponent of 1.0, the code at the top of the
 /// mantissa); a backend with a byte permute makes each a single instruction.
 fn mantissa_codes(e: &mut Emit, w: Val, bits: u32) -> [Val; 4] {
