@@ -429,3 +429,25 @@ pub fn unit_codes(
         form: Form::Mantissa { bits, bias },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The bit pattern `mantissa_codes` builds for code `q` of `bits` bits, in plain integers.
+    fn mantissa_bits(q: u32, bits: u32) -> u32 {
+        let byte = ((q << (7 - bits)) | 0x80) & 0xff;
+        (byte << 16) | 0x3F00_0000
+    }
+
+    #[test]
+    fn mantissa_codes_are_one_plus_the_code_scaled() {
+        for bits in 4..=6 {
+            for q in 0..1u32 << bits {
+                let f = f32::from_bits(mantissa_bits(q, bits));
+                let want = 1.0 + q as f32 / (1u32 << bits) as f32;
+                assert_eq!(f, want, "{bits} bits, code {q}");
+                // What `Form::code_sum` takes back out is exact for one code.
+                assert_eq!((f - 1.0) * (1u32 << bits) as f32, q as f32);
+            }
+        }
+    }
+}
