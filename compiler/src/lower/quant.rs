@@ -278,6 +278,15 @@ fn byte_codes(e: &mut Emit, w: Val, bias: u32) -> [Val; 4] {
     })
 }
 
+/// Bit 7 of every byte: with a code shifted up to end at bit 6, the exponent's low bit.
+const MANTISSA_TOPS: u32 = 0x8080_8080;
+/// Where a code's byte goes in its float: bits 16..24, the top of the mantissa and the
+/// exponent's low bit.
+const MANTISSA_AT: u32 = 16;
+/// The float bits a code's byte is or'ed into: the sign and the exponent of 1.0 but for its
+/// low bit, which the byte brings.
+const MANTISSA_ONE: u32 = 0x3F00_0000;
+
 /// The codes `1 + q / 2^bits` of the four bytes `q` of `w` (each below `2^bits`, `bits` at
 /// most 7): each code shifted up to end at bit 6 of its byte, with bit 7 set (`w << (7 -
 /// bits) | 0x80808080`, no carry between bytes), then moved to the third byte of `0x3F000000`,
@@ -287,11 +296,11 @@ fn mantissa_codes(e: &mut Emit, w: Val, bits: u32) -> [Val; 4] {
     debug_assert!((1..=7).contains(&bits));
     let s = e.kb.u32(7 - bits);
     let t = e.kb.bin(BinOp::Shl, w, s);
-    let top = e.kb.u32(0x8080_8080);
+    let top = e.kb.u32(MANTISSA_TOPS);
     let t = e.kb.bin(BinOp::Or, t, top);
     let ff = e.kb.u32(0xff);
-    let sixteen = e.kb.u32(16);
-    let one = e.kb.u32(0x3F00_0000);
+    let sixteen = e.kb.u32(MANTISSA_AT);
+    let one = e.kb.u32(MANTISSA_ONE);
     std::array::from_fn(|b| {
         let x = low_byte(e, t, b, ff);
         let x = e.kb.bin(BinOp::Shl, x, sixteen);
@@ -432,21 +441,31 @@ pub fn unit_codes(
 
 #[cfg(test)]
 mod tests {
-    /// The bit pattern `mantissa_codes` builds for code `q` of `bits` bits, in plain integers.
-    fn mantissa_bits(q: u32, bits: u32) -> u32 {
-        let byte = ((q << (7 - bits)) | 0x80) & 0xff;
-        (byte << 16) | 0x3F00_0000
+    use super::{MANTISSA_AT, MANTISSA_ONE, MANTISSA_TOPS};
+
+    /// The four codes `mantissa_codes` builds from word `w`, step by step in integers, with
+    /// its constants.
+    fn mantissa_codes_of(w: u32, bits: u32) -> [f32; 4] {
+        let t = (w << (7 - bits)) | MANTISSA_TOPS;
+        std::array::from_fn(|b| {
+            let byte = (t >> (8 * b)) & 0xff;
+            f32::from_bits((byte << MANTISSA_AT) | MANTISSA_ONE)
+        })
     }
 
     #[test]
     fn mantissa_codes_are_one_plus_the_code_scaled() {
         for bits in 4..=6 {
-            for q in 0..1u32 << bits {
-                let f = f32::from_bits(mantissa_bits(q, bits));
-                let want = 1.0 + q as f32 / (1u32 << bits) as f32;
-                assert_eq!(f, want, "{bits} bits, code {q}");
-                // What `Form::code_sum` takes back out is exact for one code.
-                assert_eq!((f - 1.0) * (1u32 << bits) as f32, q as f32);
+            let top = 1u32 << bits;
+            for q in 0..top {
+                // Four different codes a word, so a carry between bytes would show.
+                let qs = [q, top - 1 - q, (q + 3) % top, (q * 5 + 1) % top];
+                let w = qs.iter().rev().fold(0, |w, &c| (w << 8) | c);
+                for (f, &c) in mantissa_codes_of(w, bits).iter().zip(&qs) {
+                    assert_eq!(*f, 1.0 + c as f32 / top as f32, "{bits} bits, code {c}");
+                    // What `Form::code_sum` takes back out is exact for one code.
+                    assert_eq!((f - 1.0) * top as f32, c as f32);
+                }
             }
         }
     }
