@@ -14,12 +14,11 @@
 //!   kernel's cost per dispatch, its weights in L2.
 //!
 //! `cargo run --release -p poot-runtime --features cuda --example launch_floor`
-use cudarc::driver::result::{self, DriverError};
-use cudarc::driver::sys;
-use std::error::Error;
-use std::ffi::{CString, c_void};
+mod cuda_bench;
 
-type Res<T> = Result<T, Box<dyn Error>>;
+use cuda_bench::{Bench, Res};
+use cudarc::driver::result;
+use std::ffi::c_void;
 
 const PTX: &str = r#"
 .version 8.0
@@ -74,158 +73,13 @@ AFTER:
 }
 "#;
 
-/// The context's stream.
-struct Bench {
-    stream: sys::CUstream,
-}
-
-impl Bench {
-    fn new() -> Res<Bench> {
-        // SAFETY: only reads whether the library could be loaded.
-        if !unsafe { sys::is_culib_present() } {
-            return Err("no CUDA driver library (libcuda) on this machine".into());
-        }
-        result::init()?;
-        let dev = result::device::get(0)?;
-        // SAFETY: a device handle just returned by the driver.
-        let ctx = unsafe { result::primary_ctx::retain(dev) }?;
-        // SAFETY: the context just retained.
-        unsafe { result::ctx::set_current(ctx) }?;
-        let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
-        Ok(Bench { stream })
-    }
-
-    fn function(&self, text: &str, name: &str) -> Res<sys::CUfunction> {
-        let src = CString::new(text)?;
-        // SAFETY: a NUL-terminated PTX module.
-        let module = unsafe { result::module::load_data(src.as_ptr() as *const c_void) }?;
-        // SAFETY: a loaded module.
-        Ok(unsafe { result::module::get_function(module, CString::new(name)?) }?)
-    }
-
-    fn zeroed(&self, bytes: usize) -> Res<sys::CUdeviceptr> {
-        // SAFETY: a plain allocation, cleared on our stream.
-        let p = unsafe { result::malloc_sync(bytes) }?;
-        unsafe { result::memset_d8_async(p, 0, bytes, self.stream) }?;
-        Ok(p)
-    }
-
-    /// Launches `f` on `grid` work-groups of `block` threads, as a programmatic dependent of
-    /// the previous launch when `pdl`.
-    fn launch(
-        &self,
-        f: sys::CUfunction,
-        grid: [u32; 3],
-        block: u32,
-        pdl: bool,
-        params: &mut [*mut c_void],
-    ) -> Result<(), DriverError> {
-        let mut attr = sys::CUlaunchAttribute {
-            id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-            pad: [0; 4],
-            value: sys::CUlaunchAttributeValue {
-                programmaticStreamSerializationAllowed: 1,
-            },
-        };
-        let config = sys::CUlaunchConfig {
-            gridDimX: grid[0],
-            gridDimY: grid[1],
-            gridDimZ: grid[2],
-            blockDimX: block,
-            blockDimY: 1,
-            blockDimZ: 1,
-            sharedMemBytes: 0,
-            hStream: self.stream,
-            attrs: &mut attr,
-            numAttrs: u32::from(pdl),
-        };
-        // SAFETY: `params` holds one pointer per kernel parameter, alive for the call.
-        unsafe { sys::cuLaunchKernelEx(&config, f, params.as_mut_ptr(), std::ptr::null_mut()) }
-            .result()
-    }
-
-    /// `launches` (N launches on our stream) captured once into a graph.
-    fn graph(&self, launches: impl Fn() -> Result<(), DriverError>) -> Res<sys::CUgraphExec> {
-        // SAFETY: our stream; `end_capture` below closes the capture.
-        unsafe {
-            result::stream::begin_capture(
-                self.stream,
-                sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,
-            )
-        }?;
-        let launched = launches();
-        // SAFETY: ends the capture begun above.
-        let g = unsafe { result::stream::end_capture(self.stream) }?;
-        launched?;
-        let mut exec = std::mem::MaybeUninit::uninit();
-        // SAFETY: `g` was just captured.
-        unsafe { sys::cuGraphInstantiateWithFlags(exec.as_mut_ptr(), g, 0) }.result()?;
-        // SAFETY: initialised by the successful call above.
-        Ok(unsafe { exec.assume_init() })
-    }
-
-    /// Median microseconds of `f` between two events, 100 runs after 20 warm-ups.
-    fn time(&self, f: impl Fn() -> Result<(), DriverError>) -> Res<f64> {
-        let start = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
-        let end = result::event::create(sys::CUevent_flags::CU_EVENT_DEFAULT)?;
-        let mut v = Vec::new();
-        for i in 0..120 {
-            // SAFETY: events and stream of our context.
-            unsafe { result::event::record(start, self.stream) }?;
-            f()?;
-            unsafe { result::event::record(end, self.stream) }?;
-            unsafe { result::event::synchronize(end) }?;
-            if i >= 20 {
-                v.push(f64::from(unsafe { result::event::elapsed(start, end) }?) * 1000.0);
-            }
-        }
-        Ok(median(v))
-    }
-
-    /// Median wall microseconds of `f` and a synchronize, 100 runs after 20 warm-ups.
-    fn wall(&self, f: impl Fn() -> Result<(), DriverError>) -> Res<f64> {
-        let mut v = Vec::new();
-        for i in 0..120 {
-            let t = std::time::Instant::now();
-            f()?;
-            // SAFETY: our stream.
-            unsafe { result::stream::synchronize(self.stream) }?;
-            if i >= 20 {
-                v.push(t.elapsed().as_secs_f64() * 1e6);
-            }
-        }
-        Ok(median(v))
-    }
-
-    fn replay(&self, exec: sys::CUgraphExec) -> Result<(), DriverError> {
-        // SAFETY: an instantiated graph on our stream.
-        unsafe { result::graph::launch(exec, self.stream) }
-    }
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
-        [file, grid, rest @ ..] => kernel_chain(file, parse_grid(grid)?, count(rest.first())?),
+        [file, grid, rest @ ..] => {
+            kernel_chain(file, cuda_bench::parse_grid(grid)?, count(rest.first())?)
+        }
         rest => floors(count(rest.first())?),
-    }
-}
-
-/// `X` or `XxYxZ`.
-fn parse_grid(s: &str) -> Res<[u32; 3]> {
-    let dims = s
-        .split('x')
-        .map(str::parse)
-        .collect::<Result<Vec<u32>, _>>()?;
-    match dims[..] {
-        [x] => Ok([x, 1, 1]),
-        [x, y, z] => Ok([x, y, z]),
-        _ => Err(format!("grid `{s}`: expected X or XxYxZ").into()),
     }
 }
 
@@ -236,10 +90,11 @@ fn count(arg: Option<&String>) -> Res<usize> {
 fn floors(n: usize) -> Res<()> {
     let b = Bench::new()?;
     let buf = b.zeroed(1 << 20)?;
+    let module = b.module(PTX)?;
     let (empty, touch, gridbar) = (
-        b.function(PTX, "empty")?,
-        b.function(PTX, "touch")?,
-        b.function(PTX, "gridbar")?,
+        b.function(module, "empty")?,
+        b.function(module, "touch")?,
+        b.function(module, "gridbar")?,
     );
     println!("{n} dispatches a step; median us a step (a dispatch)");
     for (name, f) in [("empty", empty), ("touch", touch)] {
@@ -294,21 +149,9 @@ fn floors(n: usize) -> Res<()> {
 }
 
 fn kernel_chain(file: &str, grid: [u32; 3], n: usize) -> Res<()> {
-    let text = std::fs::read_to_string(file)?;
-    let name = text
-        .split(".entry ")
-        .nth(1)
-        .and_then(|t| t.split('(').next())
-        .ok_or("no .entry in the file")?
-        .trim()
-        .to_string();
-    let block: u32 = match text.split(".maxntid ").nth(1) {
-        Some(t) => t.split(',').next().unwrap_or("128").trim().parse()?,
-        None => 128,
-    };
     let b = Bench::new()?;
-    let f = b.function(&text, &name)?;
-    let bufs = (0..text.matches(".param .u64").count())
+    let k = b.kernel(&std::fs::read_to_string(file)?)?;
+    let bufs = (0..k.params)
         .map(|_| b.zeroed(64 << 20))
         .collect::<Res<Vec<u64>>>()?;
     let exec = b.graph(|| {
@@ -318,13 +161,14 @@ fn kernel_chain(file: &str, grid: [u32; 3], n: usize) -> Res<()> {
                 .iter_mut()
                 .map(|p| p as *mut u64 as *mut c_void)
                 .collect();
-            b.launch(f, grid, block, true, &mut params)
+            b.launch(k.function, grid, k.block, true, &mut params)
         })
     })?;
     let us = b.time(|| b.replay(exec))?;
     let [x, y, z] = grid;
     println!(
-        "{name} grid {x}x{y}x{z} x{n}: {us:8.1} us ({:.2} a dispatch)",
+        "{} grid {x}x{y}x{z} x{n}: {us:8.1} us ({:.2} a dispatch)",
+        k.name,
         us / n as f64
     );
     Ok(())
