@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Adds a device timeline to a kernel cut from a bundle (`poot-compile inspect --kernels`).
 
-`ptx-timeline.py IN.ptx OUT.ptx`: the kernel reads `%globaltimer` on entry, after its
+`ptx-timeline.py IN.ptx OUT.ptx [A,B]`: the kernel reads `%globaltimer` on entry, after its
 `griddepcontrol.wait` and at its `ret`, and `%clock64` after the wait, after its first
 `bar.sync`, before its `griddepcontrol.launch_dependents` and at its `ret` (a stamp it never
 reaches keeps the one before). Each work-group counts its own launches in `poot_tl_cnt` (read
@@ -9,6 +9,8 @@ after the wait, so the previous launch has written it); at the `ret`, thread 0 w
 `launch * groups + group` of `poot_tl`: the eight words
 `[gt_entry, gt_release, gt_end, clk_release, clk_barrier, clk_trigger, clk_end, group]`.
 No atomics and no load on the way out, so the stamps add little to the kernel's own tail.
+With `A,B` (1-based), the two middle clock stamps are taken after the kernel's `A`th and
+`B`th `bar.sync` instead (a barrier inside a branch is stamped only where it is reached).
 `kernel_timeline` reads the records back (runtime/examples/kernel_timeline.rs).
 """
 import sys
@@ -17,6 +19,8 @@ RECORDS = 1 << 16  # 64-byte records: 4 MiB
 GROUPS = 1 << 14  # launch counters, one per work-group
 
 src = open(sys.argv[1]).read()
+marks = [int(a) for a in sys.argv[3].split(",")] if len(sys.argv) > 3 else None
+bars = 0
 out = []
 entry_open = False
 seen_bar = False
@@ -62,11 +66,19 @@ for line in src.split("\n"):
             "\tld.global.u32 %tlr7, [%tlw];",
         ]
         continue
+    if s == "bar.sync 0;" and marks:
+        bars += 1
+        out.append(line)
+        if bars == marks[0]:
+            out += ["\tmov.u64 %tc1, %clock64;", "\tmov.u64 %tc2, %tc1;"]
+        elif bars == marks[1]:
+            out.append("\tmov.u64 %tc2, %clock64;")
+        continue
     if s == "bar.sync 0;" and not seen_bar:
         seen_bar = True
         out += [line, "\tmov.u64 %tc1, %clock64;", "\tmov.u64 %tc2, %tc1;"]
         continue
-    if s == "griddepcontrol.launch_dependents;":
+    if s == "griddepcontrol.launch_dependents;" and not marks:
         out += ["\tmov.u64 %tc2, %clock64;", line]
         continue
     if s == "ret;" and entry_open:

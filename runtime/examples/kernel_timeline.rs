@@ -1,7 +1,7 @@
 //! Where a chain of kernels spends its time on the device, kernel by kernel and phase by
 //! phase: the figures behind the per-dispatch analysis in BENCHMARKS.md.
 //!
-//! `kernel_timeline ROUNDS [--mib M] [--fresh] FILE:GRID[:P=V,...] ...` loads each file (a
+//! `kernel_timeline ROUNDS [--mib M] [--fresh] [--slowest] FILE:GRID[:P=V,...] ...` loads each file (a
 //! kernel cut from a bundle by `poot-compile inspect --kernels`, usually stamped by
 //! `scripts/ptx-timeline.py`), gives every `.u64` parameter a zeroed buffer of M MiB (64
 //! unless told; `--fresh`: new buffers every round, so weights come from memory as in a step
@@ -21,7 +21,10 @@
 //!   release the first work-group was running (the prologue overlapped with the previous
 //!   launch);
 //! - `stage`, `products`, `tail`: a work-group's median time from the release to the first
-//!   barrier, from there to the trigger, and from the trigger to its end.
+//!   barrier, from there to the trigger, and from the trigger to its end (or between the
+//!   barriers `scripts/ptx-timeline.py` was told to stamp); with `--slowest`, the times of
+//!   the work-group that ended last instead of the median (a kernel whose work-groups mostly
+//!   exit early, such as a decode attention's splits past the position).
 //!
 //! `cargo build --release -p poot-runtime --features cuda --example kernel_timeline`
 mod cuda_bench;
@@ -59,12 +62,13 @@ fn main() -> Res<()> {
         .split_first()
         .ok_or("usage: kernel_timeline ROUNDS [--mib M] [--fresh] FILE:GRID[:P=V,...] ...")?;
     let rounds: usize = rounds.parse()?;
-    let (mut mib, mut fresh, mut files) = (64usize, false, Vec::new());
+    let (mut mib, mut fresh, mut slowest, mut files) = (64usize, false, false, Vec::new());
     let mut it = rest.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--mib" => mib = it.next().ok_or("--mib needs a size")?.parse()?,
             "--fresh" => fresh = true,
+            "--slowest" => slowest = true,
             f => files.push(f.to_string()),
         }
     }
@@ -110,7 +114,7 @@ fn main() -> Res<()> {
         us / rounds as f64,
         us / n as f64
     );
-    timeline(&b, &specs, rounds, exec)
+    timeline(&b, &specs, rounds, exec, slowest)
 }
 
 /// `FILE:GRID[:P=V,...]`.
@@ -139,7 +143,13 @@ fn spec(b: &Bench, arg: &str) -> Res<Spec> {
     })
 }
 
-fn timeline(b: &Bench, specs: &[Spec], rounds: usize, exec: sys::CUgraphExec) -> Res<()> {
+fn timeline(
+    b: &Bench,
+    specs: &[Spec],
+    rounds: usize,
+    exec: sys::CUgraphExec,
+    slowest: bool,
+) -> Res<()> {
     let mut globals = Vec::new();
     for s in specs {
         let count = b.global(s.kernel.module, "poot_tl_cnt");
@@ -178,7 +188,11 @@ fn timeline(b: &Bench, specs: &[Spec], rounds: usize, exec: sys::CUgraphExec) ->
             cycles += r[6] - r[3];
             ns += r[2] - r[1];
         }
-        launches.push(recs.chunks_exact(groups).map(launch).collect());
+        launches.push(
+            recs.chunks_exact(groups)
+                .map(|l| launch(l, slowest))
+                .collect(),
+        );
     }
     let ghz = cycles as f64 / ns.max(1) as f64;
     println!("clock: {ghz:.3} GHz (cycles over globaltimer ns, release to end, all records)");
@@ -214,15 +228,18 @@ fn timeline(b: &Bench, specs: &[Spec], rounds: usize, exec: sys::CUgraphExec) ->
     Ok(())
 }
 
-fn launch(recs: &[Record]) -> Launch {
+/// The launch of these records; its phases are the work-groups' medians, or with `slowest`
+/// those of the work-group that ended last.
+fn launch(recs: &[Record], slowest: bool) -> Launch {
     let min = |i: usize| recs.iter().map(|r| r[i]).min().unwrap_or(0);
     let max = |i: usize| recs.iter().map(|r| r[i]).max().unwrap_or(0);
+    let last = recs.iter().max_by_key(|r| r[2]);
     let phase = |a: usize, b: usize| {
-        median(
-            recs.iter()
-                .map(|r| r[b].saturating_sub(r[a]) as f64)
-                .collect(),
-        )
+        let len = |r: &Record| r[b].saturating_sub(r[a]) as f64;
+        match last {
+            Some(r) if slowest => len(r),
+            _ => median(recs.iter().map(len).collect()),
+        }
     };
     Launch {
         entry: min(0),
