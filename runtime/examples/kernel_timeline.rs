@@ -1,8 +1,8 @@
 //! Where a chain of kernels spends its time on the device, kernel by kernel and phase by
 //! phase: the figures behind the per-dispatch analysis in BENCHMARKS.md.
 //!
-//! `kernel_timeline ROUNDS [--mib M] [--fresh] [--slowest] FILE:GRID[:P=V,...] ...` loads each file (a
-//! kernel cut from a bundle by `poot-compile inspect --kernels`, usually stamped by
+//! `kernel_timeline ROUNDS [--mib M] [--fresh] [--slowest] FILE:GRID[:P=V,...] ...` loads
+//! each file (a kernel cut from a bundle by `poot-compile inspect --kernels`, usually stamped by
 //! `scripts/ptx-timeline.py`), gives every `.u64` parameter a zeroed buffer of M MiB (64
 //! unless told; `--fresh`: new buffers every round, so weights come from memory as in a step
 //! over many layers, not from L2), writes the `u32` V at the start of parameter P's buffer
@@ -44,6 +44,14 @@ struct Spec {
 /// One work-group's stamps (`scripts/ptx-timeline.py`): globaltimer ns at entry, release and
 /// end; clock cycles at release, first barrier, trigger and end; then its index.
 type Record = [u64; 8];
+/// Where each stamp lies in a `Record`.
+const GT_ENTRY: usize = 0;
+const GT_RELEASE: usize = 1;
+const GT_END: usize = 2;
+const CLK_RELEASE: usize = 3;
+const CLK_FIRST: usize = 4;
+const CLK_SECOND: usize = 5;
+const CLK_END: usize = 6;
 
 /// The stamps of one launch: globaltimer ns, then a work-group's median phases in cycles.
 struct Launch {
@@ -58,9 +66,9 @@ struct Launch {
 
 fn main() -> Res<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let (rounds, rest) = args
-        .split_first()
-        .ok_or("usage: kernel_timeline ROUNDS [--mib M] [--fresh] FILE:GRID[:P=V,...] ...")?;
+    let (rounds, rest) = args.split_first().ok_or(
+        "usage: kernel_timeline ROUNDS [--mib M] [--fresh] [--slowest] FILE:GRID[:P=V,...] ...",
+    )?;
     let rounds: usize = rounds.parse()?;
     let (mut mib, mut fresh, mut slowest, mut files) = (64usize, false, false, Vec::new());
     let mut it = rest.iter();
@@ -158,6 +166,15 @@ fn timeline(
             println!("{}: no timeline (not stamped)", s.file);
             return Ok(());
         };
+        // One u32 launch counter per work-group (`poot_tl_cnt`).
+        let (groups, counters) = (s.grid.iter().product::<u32>() as usize, count.1 / 4);
+        if groups > counters {
+            let e = format!(
+                "{}: {groups} work-groups, launch counters for {counters}",
+                s.file
+            );
+            return Err(e.into());
+        }
         // SAFETY: the module's own globals, whole.
         unsafe { result::memset_d8_sync(count.0, 0, count.1) }?;
         unsafe { result::memset_d8_sync(recs.0, 0, recs.1) }?;
@@ -181,12 +198,12 @@ fn timeline(
             .chunks_exact(8)
             .map(|c| [c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]])
             .collect();
-        if let Some(i) = recs.iter().position(|r| r[2] == 0) {
+        if let Some(i) = recs.iter().position(|r| r[GT_END] == 0) {
             return Err(format!("{}: record {i} of {want} missing", s.file).into());
         }
         for r in &recs {
-            cycles += r[6] - r[3];
-            ns += r[2] - r[1];
+            cycles += r[CLK_END] - r[CLK_RELEASE];
+            ns += r[GT_END] - r[GT_RELEASE];
         }
         launches.push(
             recs.chunks_exact(groups)
@@ -233,7 +250,7 @@ fn timeline(
 fn launch(recs: &[Record], slowest: bool) -> Launch {
     let min = |i: usize| recs.iter().map(|r| r[i]).min().unwrap_or(0);
     let max = |i: usize| recs.iter().map(|r| r[i]).max().unwrap_or(0);
-    let last = recs.iter().max_by_key(|r| r[2]);
+    let last = recs.iter().max_by_key(|r| r[GT_END]);
     let phase = |a: usize, b: usize| {
         let len = |r: &Record| r[b].saturating_sub(r[a]) as f64;
         match last {
@@ -242,13 +259,13 @@ fn launch(recs: &[Record], slowest: bool) -> Launch {
         }
     };
     Launch {
-        entry: min(0),
-        release: min(1),
-        release_last: max(1),
-        end: max(2),
-        stage: phase(3, 4),
-        products: phase(4, 5),
-        tail: phase(5, 6),
+        entry: min(GT_ENTRY),
+        release: min(GT_RELEASE),
+        release_last: max(GT_RELEASE),
+        end: max(GT_END),
+        stage: phase(CLK_RELEASE, CLK_FIRST),
+        products: phase(CLK_FIRST, CLK_SECOND),
+        tail: phase(CLK_SECOND, CLK_END),
     }
 }
 

@@ -12,7 +12,6 @@ use std::ffi::{CString, c_void};
 
 pub type Res<T> = Result<T, Box<dyn Error>>;
 
-/// The context's stream.
 /// A loaded kernel.
 pub struct Kernel {
     pub module: sys::CUmodule,
@@ -22,6 +21,7 @@ pub struct Kernel {
     pub params: usize,
 }
 
+/// The context's stream.
 pub struct Bench {
     pub stream: sys::CUstream,
 }
