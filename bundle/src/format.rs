@@ -14,7 +14,7 @@ use crate::validate::validate;
 /// The first eight bytes of every bundle.
 pub const MAGIC: [u8; 8] = *b"POOTBNDL";
 /// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 2, minor: 1 };
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 2, minor: 2 };
 /// The weights section starts at a multiple of this many bytes (a page), so a mapped
 /// bundle's weights are page-aligned in memory.
 pub const SECTION_ALIGN: u64 = 4096;

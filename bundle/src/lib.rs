@@ -6,11 +6,11 @@
 //! the lookups the runtime needs ([`OpenedBundle::target`], [`OpenedBundle::entry`],
 //! [`OpenedBundle::weight`]) and [`inspect`]. It depends on no other poot crate.
 //!
-//! # Layout (format 2.1, all integers little-endian)
+//! # Layout (format 2.2, all integers little-endian)
 //!
 //! Minor versions only add: 2.1 (kernel IR for the reference target may hold
-//! `LaunchDependents`) reads every 2.0 bundle, and a 2.0 reader refuses a 2.1 bundle by its
-//! version instead of failing to decode it.
+//! `LaunchDependents`) and 2.2 (it may hold `GridWait`) read every older 2.x bundle, and an
+//! older reader refuses a newer bundle by its version instead of failing to decode it.
 //!
 //! | offset | bytes | field |
 //! |---|---|---|

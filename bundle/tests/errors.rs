@@ -179,7 +179,7 @@ fn wrong_major_version() {
     );
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.1; \
+        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.2; \
          recompile the bundle with a matching poot-compile"
     );
     let err = refused(assemble((1, 0), &encode(&manifest), &weights));
@@ -193,11 +193,11 @@ fn wrong_major_version() {
 #[test]
 fn newer_minor_version() {
     let (manifest, weights) = sample();
-    let err = refused(assemble((2, 2), &encode(&manifest), &weights));
+    let err = refused(assemble((2, 3), &encode(&manifest), &weights));
     assert!(matches!(err, BundleError::Version { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 2.2 is not supported: this poot reads 2.0 to 2.1; \
+        "bundle <memory>: format version 2.3 is not supported: this poot reads 2.0 to 2.2; \
          recompile the bundle with a matching poot-compile"
     );
 }

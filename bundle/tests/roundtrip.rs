@@ -195,7 +195,7 @@ fn inspect_summarizes_the_bundle() {
     let bundle = open_bytes(sample_bytes()).unwrap();
     let expected = "\
 bundle <memory>
-  format 2.1, written by poot-compile test, 5649 B (5.5 KiB)
+  format 2.2, written by poot-compile test, 5649 B (5.5 KiB)
 model: llama, 1 layers, d_model 16, vocab 32, context 64
 text: tokenizer.json 24 B, chat template 14 B, bos 1, eos 2, add_bos true
 targets: ptx-sm90, reference

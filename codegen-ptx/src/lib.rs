@@ -9,17 +9,23 @@
 //! - The output is a pure function of `(kernel, target)`: registers and labels are numbered in
 //!   program order, nothing iterates a hash map, so the same kernel gives the same text.
 //! - On targets with grid dependency control the kernel's first instruction is
-//!   `griddepcontrol.wait`: nothing touches memory before the previous kernel completes, so the
-//!   runtime may launch kernels as programmatic dependents ([`PtxTarget::grid_dependency`]).
-//!   It must stay first: ptxas moves `ld.global.nc` loads above a wait that follows other
-//!   instructions, which would read the previous kernel's output early (the `ptxas` test
-//!   checks every golden's SASS for a memory instruction before the wait).
+//!   `griddepcontrol.wait`, or, where the kernel places its own (`GridWait`), each wait is
+//!   rendered where it stands: nothing but the loads of the parameters its waits list touches
+//!   memory before the previous kernel completes, so the runtime may launch kernels as
+//!   programmatic dependents ([`PtxTarget::grid_dependency`]). ptxas moves `ld.global.nc`
+//!   loads across a wait both ways (above it, it would read the previous kernel's output
+//!   early; below it, a load meant to overlap that kernel would not), and keeps plain
+//!   `ld.global` loads on their side; so in a kernel with its own wait, loads before a wait
+//!   are plain and after it only the listed parameters load through `.nc` (the `ptxas` test
+//!   checks every golden's SASS: no more loads before the first wait than its PTX has there,
+//!   and no other memory instruction but prefetches).
 //! - Every kir parameter becomes one `.param .u64` holding a global address (converted once with
 //!   `cvta.to.global.u64`); element `i` of a buffer or shared array is at byte `4 * i`. Vector
 //!   accesses of 2 and 4 lanes use `.v2` / `.v4`, relying on the planner to align them to 8 and
 //!   16 bytes (kir guarantees they are consecutive elements).
-//! - Loads from `Access::Read` parameters use `ld.global.nc` when the target allows it; the
-//!   planner must then never bind memory that the same dispatch writes to a `Read` parameter.
+//! - Loads from `Access::Read` parameters use `ld.global.nc` when the target allows it (in a
+//!   kernel with its own wait, only those its waits list, after the wait); the planner must then never bind
+//!   memory that the same dispatch writes to a `Read` parameter.
 //! - Subgroup operations assume the kernel's subgroup is the full warp and that all its lanes
 //!   reach them converged (poot's lowering guarantees both; a kernel declaring another width is
 //!   refused). `trap(code)` becomes PTX `trap`: the dispatch faults, the code survives only as a

@@ -18,7 +18,7 @@ use crate::error::{PtxError, Result};
 use crate::select::Patterns;
 use crate::target::PtxTarget;
 use poot_kir::{Access, Carried, Inst, Kernel, Mem, ReduceOp, Scalar, Ty, Val};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::{self, Write};
 
 /// Register classes, in declaration order.
@@ -99,6 +99,12 @@ pub(crate) struct Writer<'a> {
     labels: u32,
     param_base: Vec<Reg>,
     shared_base: Vec<Reg>,
+    /// The kernel places its own grid wait (`Inst::GridWait`).
+    waits: bool,
+    /// The parameters its waits let it read before them.
+    early: HashSet<u32>,
+    /// The statement being rendered runs before the kernel's own wait.
+    before_wait: bool,
     pub(crate) body: String,
     /// The kir patterns instruction selection recognizes.
     pub(crate) patterns: Patterns<'a>,
@@ -115,6 +121,9 @@ impl<'a> Writer<'a> {
             labels: 0,
             param_base: Vec::new(),
             shared_base: Vec::new(),
+            waits: poot_kir::has_wait(&k.body),
+            early: poot_kir::early_params(&k.body),
+            before_wait: poot_kir::has_wait(&k.body),
             body: String::new(),
             patterns: Patterns::new(k),
         };
@@ -172,10 +181,11 @@ impl<'a> Writer<'a> {
         Ok(self.module())
     }
 
-    /// Grid dependency control where the target has it (the wait precedes every memory
-    /// access), then parameter addresses and shared-array bases, computed once at entry.
+    /// Grid dependency control where the target has it (unless the kernel places its own
+    /// wait, the wait precedes every memory access), then parameter addresses and
+    /// shared-array bases, computed once at entry.
     fn prologue(&mut self) {
-        if self.t.grid_dependency {
+        if self.t.grid_dependency && !self.waits {
             emit!(self, "griddepcontrol.wait;");
         }
         for (i, p) in self.k.params.iter().enumerate() {
@@ -312,6 +322,13 @@ impl<'a> Writer<'a> {
                 }
                 Ok(())
             }
+            Inst::GridWait { .. } => {
+                if self.t.grid_dependency {
+                    emit!(self, "griddepcontrol.wait;");
+                }
+                self.before_wait = false;
+                Ok(())
+            }
             Inst::Trap(code) => {
                 emit!(self, "// trap {code}");
                 emit!(self, "trap;");
@@ -331,11 +348,14 @@ impl<'a> Writer<'a> {
                 let has_else = !els.is_empty() || !results.is_empty();
                 let skip = if has_else { "else" } else { "end" };
                 emit!(self, "@!{c} bra $L{n}_{skip};");
+                let before = self.before_wait;
                 self.block(then)?;
                 self.moves(results, then_yield);
                 if has_else {
                     emit!(self, "bra $L{n}_end;");
                     self.place(&format!("$L{n}_else"));
+                    // Both branches wait, or neither does (`kir::verify`).
+                    self.before_wait = before;
                     self.block(els)?;
                     self.moves(results, else_yield);
                 }
@@ -485,6 +505,7 @@ impl<'a> Writer<'a> {
         if let Mem::Param(p) = mem
             && self.t.nc_loads
             && self.k.params[p as usize].access == Access::Read
+            && (!self.waits || self.early.contains(&p) && !self.before_wait)
         {
             space = ".global.nc";
         }

@@ -175,8 +175,10 @@ fn global_memory(op: &str) -> bool {
         || base.starts_with("UTMA")
 }
 
-/// Assembles sm_90 golden `f` and checks its SASS: a grid wait, and no global memory
-/// instruction before it.
+/// Assembles sm_90 golden `f` and checks its SASS: a grid wait, and before it no global
+/// memory instruction but L2 prefetches and at most as many loads as the PTX places before
+/// its first wait (a kernel that places its own wait loads its weights there; ptxas must
+/// not add any).
 fn check_wait(
     ptxas: &Path,
     cuobjdump: &Path,
@@ -197,13 +199,36 @@ fn check_wait(
     }
     let sass = String::from_utf8_lossy(&out.stdout);
     let ops: Vec<&str> = sass.lines().filter_map(opcode).collect();
+    let ptx = std::fs::read_to_string(f).map_err(|e| format!("{stem}: {e}"))?;
+    let placed = ptx
+        .lines()
+        .take_while(|l| l.trim() != "griddepcontrol.wait;")
+        .filter(|l| l.trim_start().starts_with("ld.global"))
+        .count();
+    judge(&ops, placed, stem)
+}
+
+/// The verdict on SASS opcodes `ops` of a kernel whose PTX places `placed` loads before its
+/// first wait.
+fn judge(ops: &[&str], placed: usize, stem: &str) -> Result<String, String> {
     let wait = ops
         .iter()
         .position(|&op| op == "ACQBULK")
         .ok_or_else(|| format!("{stem}: no grid wait (ACQBULK)"))?;
-    match ops[..wait].iter().find(|op| global_memory(op)) {
+    let before = &ops[..wait];
+    let loads = before.iter().filter(|op| op.starts_with("LDG")).count();
+    let other = before
+        .iter()
+        .find(|op| global_memory(op) && !op.starts_with("LDG") && !op.starts_with("UBLKPF"));
+    match other {
         Some(op) => Err(format!("{stem}: {op} before the grid wait")),
-        None => Ok(format!("ok {stem}: wait at {wait} of {}", ops.len())),
+        None if loads > placed => Err(format!(
+            "{stem}: {loads} loads before the grid wait where the PTX places {placed}"
+        )),
+        None => Ok(format!(
+            "ok {stem}: wait at {wait} of {}, {loads} loads before it",
+            ops.len()
+        )),
     }
 }
 
@@ -246,8 +271,8 @@ fn grid_wait_precedes_global_memory() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// The check fails a kernel that touches memory before its wait (what ptxas makes of an
-/// `ld.global.nc` it hoists) and one without a wait, and passes one that waits first.
+/// The check fails a kernel that touches memory before its wait and one without a wait; it
+/// passes one that waits first, and ones that load before their wait as their PTX says.
 #[test]
 fn the_wait_check_catches_a_load_before_the_wait() {
     let Some(ptxas) = ptxas() else { return };
@@ -260,8 +285,20 @@ fn the_wait_check_catches_a_load_before_the_wait() {
         )
     };
     let load = "\tld.global.nc.u32 %r0, [%rd0];\n";
+    let plain = "\tld.global.u32 %r0, [%rd0];\n";
     let store = "\tadd.u32 %r1, %r0, 1;\n\tst.global.u32 [%rd0+4], %r1;\n";
     let wait = "\tgriddepcontrol.wait;\n";
+    // A read-only load before the wait, then a plain load after it: ptxas must keep the
+    // plain load below the wait (what a kernel that places its own wait relies on).
+    let listed = format!(
+        "\tld.global.nc.u32 %r1, [%rd0+8];\n{wait}{plain}\tadd.u32 %r1, %r0, %r1;\n\
+         \tst.global.u32 [%rd0+4], %r1;\n"
+    );
+    // A plain load before the wait, as a kernel that places its own wait loads its weights.
+    let weights = format!(
+        "\tld.global.u32 %r1, [%rd0+8];\n{wait}{load}\tadd.u32 %r1, %r0, %r1;\n\
+         \tst.global.u32 [%rd0+4], %r1;\n"
+    );
     let tmp = scratch("wait-check");
     let cases = [
         (
@@ -271,6 +308,8 @@ fn the_wait_check_catches_a_load_before_the_wait() {
         ),
         ("nowait", format!("{load}{store}"), Some("no grid wait")),
         ("good", format!("{wait}{load}{store}"), None),
+        ("weights", weights, None),
+        ("listed", listed, None),
     ];
     for (name, body, wrong) in cases {
         let f = tmp.join(format!("{name}-sm90.snap"));
@@ -285,4 +324,22 @@ fn the_wait_check_catches_a_load_before_the_wait() {
         }
     }
     let _ = std::fs::remove_dir_all(&tmp);
+}
+
+/// A load ptxas hoisted above the wait (more loads before it in the SASS than the PTX places
+/// there) fails the check, as does a store; prefetches and the placed loads pass.
+#[test]
+fn the_verdict_counts_the_loads_before_the_wait() {
+    let ops = ["S2R", "LDG.E", "UBLKPF.L2", "ACQBULK", "LDG.E.128", "STG.E"];
+    assert!(judge(&ops, 1, "k").is_ok());
+    let hoisted = ["S2R", "LDG.E", "LDG.E.CONSTANT", "ACQBULK", "STG.E"];
+    let e = judge(&hoisted, 1, "k").unwrap_err();
+    assert!(
+        e.contains("2 loads before the grid wait where the PTX places 1"),
+        "{e}"
+    );
+    let e = judge(&["STG.E", "ACQBULK"], 0, "k").unwrap_err();
+    assert!(e.contains("STG.E before the grid wait"), "{e}");
+    let e = judge(&["LDG.E"], 1, "k").unwrap_err();
+    assert!(e.contains("no grid wait"), "{e}");
 }

@@ -66,7 +66,8 @@ impl Features {
                 | Inst::Atomic { .. }
                 | Inst::Fence
                 | Inst::Prefetch { .. }
-                | Inst::LaunchDependents => {}
+                | Inst::LaunchDependents
+                | Inst::GridWait { .. } => {}
             }
         }
     }
@@ -81,7 +82,11 @@ pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
                 out.extend([*index, *value]);
             }
             Inst::Prefetch { index, count, .. } => out.extend([*index, *count]),
-            Inst::Barrier | Inst::Fence | Inst::Trap(_) | Inst::LaunchDependents => {}
+            Inst::Barrier
+            | Inst::Fence
+            | Inst::Trap(_)
+            | Inst::LaunchDependents
+            | Inst::GridWait { .. } => {}
             Inst::If {
                 cond,
                 then,

@@ -242,8 +242,10 @@ impl<'a> Writer<'a> {
             }
             Inst::Barrier => self.barrier(SEM_ALL),
             Inst::Fence => self.fence(),
-            // SPIR-V has neither prefetches nor dependent launches; the hints are dropped.
-            Inst::Prefetch { .. } | Inst::LaunchDependents => {}
+            // SPIR-V has neither prefetches nor dependent launches: the hints are dropped, and
+            // a dispatch starts after the one before it has finished (the barrier between
+            // them), so the grid wait is met before the kernel starts.
+            Inst::Prefetch { .. } | Inst::LaunchDependents | Inst::GridWait { .. } => {}
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,

@@ -227,6 +227,16 @@ impl KernelBuilder {
     pub fn launch_dependents(&mut self) {
         self.emit(Inst::LaunchDependents);
     }
+    /// Appends `insts` (built elsewhere, e.g. a block taken with `begin`/`end`) to the current
+    /// block.
+    pub fn append(&mut self, insts: Vec<Inst>) {
+        insts.into_iter().for_each(|i| self.emit(i));
+    }
+    /// The wait for the previous dispatch, with the parameters read before it
+    /// (`Inst::GridWait`).
+    pub fn grid_wait(&mut self, early: Vec<u32>) {
+        self.emit(Inst::GridWait { early });
+    }
 
     /// Opens a block for the body of an `if` branch or a loop (see `finish_if`, `finish_for`).
     pub fn begin(&mut self) {

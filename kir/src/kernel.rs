@@ -211,6 +211,17 @@ pub enum Inst {
     /// touch memory). The first thread of a work-group to reach it counts for the group;
     /// renderers may do nothing. It has no effect on any result.
     LaunchDependents,
+    /// Waits until the previous dispatch of the entry has completed and its writes are
+    /// visible. A kernel without one waits before its first statement; a kernel with one
+    /// executes exactly one on every path (at the top level of its body or of a branch of an
+    /// `if` so placed, never in a loop), and before it reads no buffer parameter but those
+    /// listed in some wait of the kernel (which the previous dispatch must not write: the
+    /// lowering checks its bindings) and writes none. Renderers without grid dependency
+    /// control do nothing.
+    GridWait {
+        /// Buffer parameters the kernel may read before its wait.
+        early: Vec<u32>,
+    },
 }
 
 /// A kernel.

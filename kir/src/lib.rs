@@ -6,7 +6,9 @@
 //! - It is explicit about what GPUs care about: work-group size, the subgroup width its
 //!   subgroup operations assume, shared arrays, the lane count of every load and store,
 //!   barriers, atomics (optionally returning the old value), a device-scope fence, prefetch
-//!   hints and `trap(code)`.
+//!   hints, `trap(code)`, and where it waits for the previous dispatch (`GridWait`, with the
+//!   parameters it may read before: a kernel can load its weights while the dispatch before
+//!   it still runs).
 //! - Buffers are arrays of 32-bit elements bound in parameter order; every shape is baked
 //!   into the kernel, and anything that changes per step is loaded from a slot buffer.
 //! - Kernels serialize (serde), so a bundle's reference target carries them as they are.
@@ -25,4 +27,4 @@ pub use builder::KernelBuilder;
 pub use kernel::{Access, Carried, Expr, Inst, Kernel, Mem, Param, SharedArray, Val};
 pub use print::{expr_text, mem_text, print};
 pub use types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
-pub use verify::{VerifyError, verify};
+pub use verify::{VerifyError, early_params, has_wait, verify};

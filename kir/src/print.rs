@@ -75,6 +75,10 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
             }
             Inst::Trap(c) => writeln!(out, "{pad}trap {c}"),
             Inst::LaunchDependents => writeln!(out, "{pad}launch_dependents"),
+            Inst::GridWait { early } => {
+                let early: Vec<String> = early.iter().map(|p| format!("p{p}")).collect();
+                writeln!(out, "{pad}grid_wait early({})", early.join(", "))
+            }
             Inst::If {
                 cond,
                 then,

@@ -140,6 +140,9 @@ impl Ctx<'_> {
             }
             Inst::Barrier | Inst::Fence => Ok(()),
             Inst::Trap(_) | Inst::LaunchDependents => Ok(()),
+            Inst::GridWait { early } => early
+                .iter()
+                .try_for_each(|&p| self.mem(Mem::Param(p), false).map(|_| ())),
             Inst::If {
                 cond,
                 then,
@@ -328,5 +331,96 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
     }
     cx.block(&k.body, &[])?;
     cx.end_block(&[])?;
+    if has_wait(&k.body) {
+        let early = early_params(&k.body);
+        Waits { cx: &cx, early }.block(&k.body, true)?;
+    }
     Ok(())
+}
+
+/// Whether `insts` hold a `GridWait` at any depth.
+pub fn has_wait(insts: &[Inst]) -> bool {
+    insts.iter().any(|i| match i {
+        Inst::GridWait { .. } => true,
+        Inst::If { then, els, .. } => has_wait(then) || has_wait(els),
+        Inst::For { body, .. } => has_wait(body),
+        _ => false,
+    })
+}
+
+/// The parameters some `GridWait` of `insts` (at any depth) lets the kernel read before it.
+pub fn early_params(insts: &[Inst]) -> HashSet<u32> {
+    let mut out = HashSet::new();
+    for i in insts {
+        match i {
+            Inst::GridWait { early } => out.extend(early.iter().copied()),
+            Inst::If { then, els, .. } => {
+                out.extend(early_params(then));
+                out.extend(early_params(els));
+            }
+            Inst::For { body, .. } => out.extend(early_params(body)),
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The grid wait rules for a kernel with a wait: exactly one on every path, never in a loop,
+/// and before it no buffer write and no read of a parameter no wait lists.
+struct Waits<'a, 'k> {
+    cx: &'a Ctx<'k>,
+    early: HashSet<u32>,
+}
+
+impl Waits<'_, '_> {
+    /// Checks `insts`, entered before the wait when `pre`; true when it waits on every path
+    /// (false when it has no wait).
+    fn block(&self, insts: &[Inst], mut pre: bool) -> Result<bool, VerifyError> {
+        let entered = pre;
+        for i in insts {
+            match i {
+                Inst::GridWait { .. } if !pre => {
+                    return Err(self.cx.err("a second grid wait on one path".into()));
+                }
+                Inst::GridWait { .. } => pre = false,
+                Inst::If { then, els, .. } => {
+                    let (a, b) = (self.block(then, pre)?, self.block(els, pre)?);
+                    if a != b {
+                        return Err(self
+                            .cx
+                            .err("a grid wait on one branch of an if only".into()));
+                    }
+                    pre &= !a;
+                }
+                Inst::For { body, .. } => {
+                    if has_wait(body) {
+                        return Err(self.cx.err("a grid wait in a loop".into()));
+                    }
+                    self.block(body, pre)?;
+                }
+                _ if pre => self.before_wait(i)?,
+                _ => {}
+            }
+        }
+        Ok(entered && !pre)
+    }
+    /// Checks a statement executed before the wait (not an `if` or a loop).
+    fn before_wait(&self, i: &Inst) -> Result<(), VerifyError> {
+        let bad = match i {
+            Inst::Let(_, Expr::Load(Mem::Param(p), _, _)) if !self.early.contains(p) => {
+                format!("param {p} is read before the grid wait but no wait lists it")
+            }
+            Inst::Store {
+                mem: Mem::Param(p), ..
+            }
+            | Inst::Atomic {
+                mem: Mem::Param(p), ..
+            } => format!("param {p} is written before the grid wait"),
+            Inst::Fence | Inst::Trap(_) | Inst::LaunchDependents => {
+                "a fence, trap or launch hint before the grid wait".into()
+            }
+            _ => return Ok(()),
+        };
+        Err(self.cx.err(bad))
+    }
 }

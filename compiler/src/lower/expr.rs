@@ -278,6 +278,33 @@ impl<'a> Emit<'a> {
             .finish_for(var, start, end, step, carried, b, yields))
     }
 
+    /// Runs `f`, whose statements must be `let`s, and places the grid wait (listing `early`)
+    /// among them: its loads, with the values their indices need, before the wait; the rest
+    /// after it. The loads issue while the previous dispatch runs, and nothing before the
+    /// wait waits for them.
+    pub fn early_loads<R>(&mut self, early: Vec<u32>, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.kb.begin();
+        let r = f(self);
+        let block = self.kb.end();
+        let mut need: std::collections::HashSet<Val> = std::collections::HashSet::new();
+        for i in block.iter().rev() {
+            if let poot_kir::Inst::Let(v, x) = i
+                && (matches!(x, poot_kir::Expr::Load(..)) || need.contains(v))
+            {
+                need.insert(*v);
+                need.extend(x.operands());
+            }
+        }
+        let (loads, rest): (Vec<_>, Vec<_>) = block
+            .into_iter()
+            .partition(|i| matches!(i, poot_kir::Inst::Let(v, _) if need.contains(v)));
+        debug_assert!(rest.iter().all(|i| matches!(i, poot_kir::Inst::Let(..))));
+        self.kb.append(loads);
+        self.kb.grid_wait(early);
+        self.kb.append(rest);
+        r
+    }
+
     /// `repeat` over `start + i * step` for `i < iters`, unrolled: round `i` runs the body
     /// on its index clamped below `end` and keeps the carried values it yields only where the
     /// index is below `end`, so the rounds are straight-line code and their loads issue
@@ -293,21 +320,34 @@ impl<'a> Emit<'a> {
         mut body: impl FnMut(&mut Self, Val, &[Val]) -> Result<Vec<Val>>,
     ) -> Result<Vec<Val>> {
         let mut acc = init.to_vec();
-        let endv = self.u(end);
-        let last = self.u(end.saturating_sub(1));
-        for i in 0..iters {
-            let off = self.u(i * step as usize);
-            let var = self.kb.add(start, off);
-            let valid = self.kb.cmp(poot_kir::CmpOp::Lt, var, endv);
-            let at = self.kb.bin(BinOp::Min, var, last);
+        for (valid, at) in self.rounds(start, end, step, iters) {
             let next = body(self, at, &acc)?;
-            acc = next
-                .iter()
-                .zip(&acc)
-                .map(|(&n, &a)| self.kb.select(valid, n, a))
-                .collect();
+            acc = self.keep(valid, &next, &acc);
         }
         Ok(acc)
+    }
+
+    /// The rounds of `unrolled`: each round's index clamped below `end`, and whether it is
+    /// below `end`.
+    pub fn rounds(&mut self, start: Val, end: usize, step: u32, iters: usize) -> Vec<(Val, Val)> {
+        let endv = self.u(end);
+        let last = self.u(end.saturating_sub(1));
+        (0..iters)
+            .map(|i| {
+                let off = self.u(i * step as usize);
+                let var = self.kb.add(start, off);
+                let valid = self.kb.cmp(poot_kir::CmpOp::Lt, var, endv);
+                (valid, self.kb.bin(BinOp::Min, var, last))
+            })
+            .collect()
+    }
+
+    /// `next` where `valid`, else `acc` (a round of `unrolled`).
+    pub fn keep(&mut self, valid: Val, next: &[Val], acc: &[Val]) -> Vec<Val> {
+        next.iter()
+            .zip(acc)
+            .map(|(&n, &a)| self.kb.select(valid, n, a))
+            .collect()
     }
 
     /// Element `idx` of `root` computed from its own op, even though `root` has a buffer

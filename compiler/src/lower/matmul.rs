@@ -162,6 +162,53 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // unrolled rounds before the copy's barrier too gave SmolLM2 457.8, 458.0 against
     // 453.1, 453.3 (CUDA): not done.
     let all_inside = n.is_multiple_of(tiling.per_group());
+    // Few rounds of 32-weight units per lane are unrolled, and their weights are loaded
+    // before the grid wait, while the dispatch before this one still runs (their codes are
+    // taken apart after it, so nothing before the wait waits for the loads): the weights
+    // change in no dispatch, so after the wait only the input's round trip is left before
+    // the products. A column past `n` loads column `n - 1`'s weights (its sums are never
+    // stored).
+    let units = k / 32;
+    let rounds = units.div_ceil(ustep as usize);
+    let early = if k.is_multiple_of(32) && rounds <= MM_UNROLL {
+        let last_col = e.u(n - 1);
+        let pre_cols: Vec<(Val, Weight)> = per_col
+            .iter()
+            .map(|&(c, w)| {
+                let c = if all_inside {
+                    c
+                } else {
+                    e.kb.bin(BinOp::Min, c, last_col)
+                };
+                (c, w)
+            })
+            .collect();
+        let params = ws
+            .iter()
+            .map(|w| w.0)
+            .chain(nwm)
+            .filter_map(|m| match m {
+                Mem::Param(p) => Some(p),
+                Mem::Shared(_) => None,
+            })
+            .collect();
+        let rs = e.rounds(first_unit, units, ustep, rounds);
+        let codes: Vec<Vec<Codes>> = e.early_loads(params, |e| {
+            rs.iter()
+                .map(|&(_, u)| {
+                    pre_cols
+                        .iter()
+                        .map(|&(c, (m, words, dt, rbytes))| {
+                            unit_codes(e, m, words, dt, c, u, rbytes)
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        Some(rs.into_iter().zip(codes))
+    } else {
+        None
+    };
     let threads = MM_WARPS * sub as usize;
     let staged = k.is_multiple_of(32) && fits(rb, k, norm.is_some(), MM_WARPS);
     let rows_src: Vec<(Mem, Val)> = if staged {
@@ -202,7 +249,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         let acc = if k.is_multiple_of(32) {
             // A lane takes 32 consecutive weights (one block's fields) per iteration and reads
             // the matching x as eight 4-lane loads, shared by the matmuls.
-            let body = |e: &mut Emit, u: Val, acc: &[Val]| {
+            let body = |e: &mut Emit, u: Val, acc: &[Val], wv: Vec<Codes>| {
                 let c32 = e.u(32);
                 let k0 = e.kb.mul(u, c32);
                 let nv4: Vec<Option<Val>> = (0..8)
@@ -213,10 +260,6 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                             e.kb.load(nm_, at, 4)
                         })
                     })
-                    .collect();
-                let wv: Vec<Codes> = per_col
-                    .iter()
-                    .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes))
                     .collect();
                 // The inputs' sums, for mins and mantissa codes: over the whole unit, or
                 // over its halves where a unit has a scale for each.
@@ -295,12 +338,27 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 Ok(next)
             };
             // Few rounds per lane: unrolled, so every round's weights are in flight at once.
-            let rounds = (k / 32).div_ceil(ustep as usize);
-            if rounds <= MM_UNROLL {
-                e.unrolled(first_unit, k / 32, ustep, rounds, &init, body)?
-            } else {
-                let units = e.u(k / 32);
-                e.repeat(first_unit, units, ustep, &init, body)?
+            match early {
+                Some(rounds) => {
+                    let mut acc = init;
+                    for ((valid, u), wv) in rounds {
+                        let next = body(e, u, &acc, wv)?;
+                        acc = e.keep(valid, &next, &acc);
+                    }
+                    acc
+                }
+                None => {
+                    let units = e.u(units);
+                    e.repeat(first_unit, units, ustep, &init, |e, u, acc| {
+                        let wv = per_col
+                            .iter()
+                            .map(|&(c, (m, words, dt, rbytes))| {
+                                unit_codes(e, m, words, dt, c, u, rbytes)
+                            })
+                            .collect();
+                        body(e, u, acc, wv)
+                    })?
+                }
             }
         } else {
             e.repeat(lane, kv, sub, &init, |e, kk, acc| {

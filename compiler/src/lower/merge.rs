@@ -8,7 +8,8 @@
 //! Since a work-group runs one member, the members' shared arrays overlay: a member's array
 //! takes the first merged array of its element type that no earlier array of the same member
 //! took, grown to the longest, so the merged kernel needs the most shared memory of any
-//! member, not their sum.
+//! member, not their sum. Where a member places its own grid wait, the others wait first
+//! thing, so every path through the merged kernel waits exactly once.
 
 use super::Dispatch;
 use super::expr::Buf;
@@ -117,6 +118,9 @@ impl Remap {
             },
             Inst::Trap(c) => Inst::Trap(*c),
             Inst::LaunchDependents => Inst::LaunchDependents,
+            Inst::GridWait { early } => Inst::GridWait {
+                early: early.iter().map(|&p| self.params[p as usize]).collect(),
+            },
             Inst::If {
                 cond,
                 then,
@@ -172,6 +176,10 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
     let mut prelude = vec![Inst::Let(gx, Expr::Special(Special::GroupX))];
     let mut bodies = Vec::new();
     let mut start = 0u32;
+    // Where a member places its own grid wait, every path of the merged kernel waits once:
+    // the other members at their start, and the empty last branch.
+    let waits = members.iter().any(|(k, _)| poot_kir::has_wait(&k.body));
+    let wait = || Inst::GridWait { early: Vec::new() };
     for (k, d) in members {
         let base = types.push(Ty::U32);
         let end = types.push(Ty::U32);
@@ -225,11 +233,15 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
             gx,
             base,
         };
-        bodies.push((inside, r.block(&k.body)));
+        let mut body = r.block(&k.body);
+        if waits && !poot_kir::has_wait(&k.body) {
+            body.insert(0, wait());
+        }
+        bodies.push((inside, body));
         start += d.grid[0];
     }
     // if inside_0 { body_0 } else { if inside_1 { body_1 } else { ... } }
-    let mut tail: Vec<Inst> = Vec::new();
+    let mut tail: Vec<Inst> = if waits { vec![wait()] } else { Vec::new() };
     for (inside, body) in bodies.into_iter().rev() {
         tail = vec![Inst::If {
             cond: inside,

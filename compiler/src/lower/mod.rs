@@ -4,7 +4,9 @@
 //! exactly one (a decode step's cache update read only by its attention is written by that
 //! attention), emitted in node order so each dispatch runs after every producer it reads;
 //! each dispatch prefetches the next one's weights (`prefetch`); identical kernels (same
-//! text) are shared; every emitted kernel passes `poot_kir::verify`.
+//! text) are shared; every emitted kernel passes `poot_kir::verify`; a parameter a kernel
+//! reads before its grid wait is bound to memory no dispatch writes (a weight, a table, a
+//! slot), so reading it while the previous dispatch runs is safe (`check_early`).
 
 mod attention;
 mod blocks;
@@ -280,6 +282,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
         };
         d.kernel = index;
+        check_early(g, &kernels[index], &d)?;
         dispatches.push(d);
     }
     let buf = |v: Value| -> Result<Buf> {
@@ -314,4 +317,25 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         outputs,
         states,
     })
+}
+
+/// Checks that every parameter `k` reads before its grid wait is bound in `d` to memory no
+/// dispatch writes: a weight, a compile-time table or a slot (written by the host before
+/// the step). Anything else could be the previous dispatch's output, or scratch it shares.
+fn check_early(g: &Graph, k: &Kernel, d: &Dispatch) -> Result<()> {
+    for p in poot_kir::early_params(&k.body) {
+        let fixed = match d.args.get(p as usize).map(|a| a.0) {
+            Some(Buf::Value(v)) => matches!(g.nodes[v].op, Op::Weight(_) | Op::Slot(_)),
+            Some(Buf::Table(_)) => true,
+            _ => false,
+        };
+        if !fixed {
+            return Err(CompileError::Lower(format!(
+                "kernel `{}` reads parameter {p} before its grid wait, but it is not bound to \
+                 a weight, a table or a slot",
+                k.name
+            )));
+        }
+    }
+    Ok(())
 }

@@ -53,7 +53,8 @@ pub fn mixed_widths() -> Kernel {
 }
 
 /// One warp per row: a `x4` vector-load dot product with two carried values, reduced over
-/// the warp, stored by lane 0; each lane first prefetches its 32 elements of the row, and
+/// the warp, plus the row's first weight, stored by lane 0; each lane first prefetches its
+/// 32 elements of the row and loads that weight before the grid wait (which lists `w`), and
 /// lets the next dispatch launch once its products are done.
 pub fn dot_x4() -> Kernel {
     let mut b = KernelBuilder::new("dot_x4", [32, 1, 1], 32);
@@ -70,6 +71,8 @@ pub fn dot_x4() -> Kernel {
     let mine = b.mul(lane, per);
     let from = b.add(base, mine);
     b.prefetch(w, from, per);
+    let w0 = b.load(w, base, 1);
+    b.grid_wait(vec![1]);
     let zero = b.f32(0.0);
     let count = b.u32(0);
     let r = b.for_loop(start, n, 128, &[zero, count], |b, i, c| {
@@ -87,6 +90,7 @@ pub fn dot_x4() -> Kernel {
     });
     b.launch_dependents();
     let sum = b.subgroup_reduce(ReduceOp::Add, r[0]);
+    let sum = b.add(sum, w0);
     let z = b.u32(0);
     let first = b.cmp(CmpOp::Eq, lane, z);
     b.if_then(first, |b| b.store(out, row, sum));

@@ -59,6 +59,7 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
             }
             Inst::Trap(_) => "Trap",
             Inst::LaunchDependents => "LaunchDependents",
+            Inst::GridWait { .. } => "GridWait",
         };
         seen.insert(name.to_string());
     }

@@ -70,7 +70,11 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
                 f(*index);
                 f(*count);
             }
-            Inst::Barrier | Inst::Fence | Inst::Trap(_) | Inst::LaunchDependents => {}
+            Inst::Barrier
+            | Inst::Fence
+            | Inst::Trap(_)
+            | Inst::LaunchDependents
+            | Inst::GridWait { .. } => {}
             Inst::If {
                 cond,
                 then,
@@ -317,8 +321,9 @@ impl Cx<'_> {
                 // Lockstep execution satisfies every barrier, and work-groups run one after
                 // another (in linear order) whenever a kernel has parameter atomics, so every
                 // fence is satisfied too (module docs).
-                // The reference runs dispatches one after another: the hint has no use.
-                Inst::Barrier | Inst::Fence | Inst::LaunchDependents => {}
+                // The reference runs dispatches one after another: the hint and the wait
+                // have no use.
+                Inst::Barrier | Inst::Fence | Inst::LaunchDependents | Inst::GridWait { .. } => {}
                 Inst::Prefetch { mem, index, count } => ops.push(Op::Prefetch {
                     space: self.space(*mem),
                     index: self.off(*index)?,
