@@ -175,7 +175,7 @@ fn wrong_major_version() {
     };
     assert_eq!(
         (found.major, found.minor, supported.major, supported.minor),
-        (3, 0, 2, 1)
+        (3, 0, 2, 2)
     );
     assert_eq!(
         err.to_string(),

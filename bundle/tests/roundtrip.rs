@@ -63,7 +63,7 @@ fn layout_is_the_documented_one() {
     let bytes = sample_bytes();
     assert_eq!(&bytes[..8], b"POOTBNDL");
     assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2);
-    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 1);
+    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 2);
     assert_eq!(u32::from_le_bytes(bytes[12..16].try_into().unwrap()), 2);
     assert_eq!(read_u64(&bytes, table_field(0, 4)), MANIFEST_OFFSET as u64);
     let weights_offset = read_u64(&bytes, table_field(1, 4));
