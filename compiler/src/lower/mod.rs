@@ -339,3 +339,51 @@ fn check_early(g: &Graph, k: &Kernel, d: &Dispatch) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use poot_ir::{DType, RoleKind, SlotKind, Type, WeightRole};
+    use poot_kir::Scalar;
+
+    /// A kernel reading params 0..3 that lists `early` in its wait, and a dispatch binding
+    /// them to a weight, a slot and a computed value (which could be the previous
+    /// dispatch's output).
+    fn case(early: Vec<u32>) -> Result<()> {
+        let mut b = poot_ir::Builder::new("g");
+        let role = WeightRole {
+            kind: RoleKind::OutputNorm,
+            layer: None,
+        };
+        let w = b.weight(role, Type::new(DType::F32, [4])).unwrap();
+        let s = b.slot(SlotKind::Pos, Type::new(DType::I32, [1])).unwrap();
+        let y = b.add(w, w).unwrap();
+        let g = b.finish();
+        let mut kb = KernelBuilder::new("k", [1, 1, 1], 1);
+        for name in ["w", "s", "y"] {
+            kb.param(name, Scalar::F32, Access::Read);
+        }
+        kb.grid_wait(early);
+        let k = kb.finish();
+        let d = Dispatch {
+            kernel: 0,
+            grid: [1, 1, 1],
+            args: [w, s, y]
+                .iter()
+                .map(|&v| (Buf::Value(v), Access::Read))
+                .collect(),
+            work: 0,
+        };
+        check_early(&g, &k, &d)
+    }
+
+    #[test]
+    fn only_weights_tables_and_slots_are_read_before_the_wait() {
+        case(vec![0, 1]).unwrap();
+        let e = case(vec![0, 2]).unwrap_err().to_string();
+        assert!(
+            e.contains("kernel `k` reads parameter 2 before its grid wait, but it is not bound"),
+            "{e}"
+        );
+    }
+}
