@@ -138,8 +138,9 @@ pub struct KernelCode {
     /// Static shared memory in bytes.
     pub shared_bytes: u32,
     /// The kernel waits for the kernel launched before it to complete (and its writes to be
-    /// visible) before it touches memory, so a device may launch it as a programmatic
-    /// dependent of that kernel, overlapping its launch with that kernel's run (PTX for sm_90:
+    /// visible) before it touches memory that kernel may write (it may read weights, tables
+    /// and slots before), so a device may launch it as a programmatic dependent of that
+    /// kernel, overlapping its launch with that kernel's run (PTX for sm_90:
     /// `griddepcontrol.wait`). False: launch it only after the previous kernel completes.
     pub dependent_launch: bool,
 }

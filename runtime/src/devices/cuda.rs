@@ -246,8 +246,9 @@ impl CudaDevice {
             .map(|p| p as *mut u64 as *mut c_void)
             .collect();
         // A dependent kernel may start while the previous one runs: it waits for that
-        // kernel (`griddepcontrol.wait`) before touching memory. Inside a capture this becomes
-        // a programmatic edge of the graph.
+        // kernel (`griddepcontrol.wait`) before touching memory that kernel may write (before
+        // the wait it reads only weights, tables and slots). Inside a capture this becomes a
+        // programmatic edge of the graph.
         let mut attr = sys::CUlaunchAttribute {
             id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
             pad: [0; 4],
