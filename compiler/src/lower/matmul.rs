@@ -17,7 +17,7 @@ use super::matmul_shape::{MM_WARPS, Shape, shape};
 use super::quant::{Codes, Form, unit_codes, weight};
 use super::stage::{fits, stage};
 use crate::Result;
-use poot_ir::{DType, Value};
+use poot_ir::{DType, Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
 
 /// One matmul's weight bound in a kernel: its words, their count, dtype and bytes per row.
@@ -174,7 +174,14 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // for the loads) gained nothing: 344.0, 341.9, 341.8 against 345.7, 336.4, 337.1.
     let units = k / 32;
     let rounds = units.div_ceil(ustep as usize);
-    let early = if k.is_multiple_of(32) && rounds <= MM_UNROLL {
+    // (Only where every right operand is a weight: another value could be the output of the
+    // dispatch before.)
+    let weights_only = mms.iter().all(|&mm| {
+        let w = e.g.nodes[mm].args[1];
+        e.pl.buffer_of(w)
+            .is_some_and(|b| matches!(e.g.nodes[b].op, Op::Weight(_)))
+    });
+    let early = if weights_only && k.is_multiple_of(32) && rounds <= MM_UNROLL {
         let last_col = e.u(n - 1);
         let pre_cols: Vec<(Val, Weight)> = per_col
             .iter()

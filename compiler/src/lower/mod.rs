@@ -377,6 +377,41 @@ mod tests {
         check_early(&g, &k, &d)
     }
 
+    /// The matmul kernel of `x @ w^T` (`x` computed, `w` a weight or computed): whether it
+    /// places its own grid wait.
+    fn matmul_waits(computed_w: bool) -> bool {
+        let mut b = poot_ir::Builder::new("g");
+        let role = |kind| WeightRole { kind, layer: None };
+        let a = b
+            .weight(role(RoleKind::AttnQ), Type::new(DType::F32, [1, 64]))
+            .unwrap();
+        let w = b
+            .weight(role(RoleKind::AttnK), Type::new(DType::F32, [8, 64]))
+            .unwrap();
+        let x = b.add(a, a).unwrap();
+        let w = if computed_w { b.add(w, w).unwrap() } else { w };
+        let y = b.matmul(x, w).unwrap();
+        b.output("y", y);
+        if computed_w {
+            // An output has a buffer, which the matmul reads.
+            b.output("w", w);
+        }
+        let g = b.finish();
+        let p = lower(&g, LowerTarget { subgroup: 32 }, &mut Tables::default()).unwrap();
+        let k = p
+            .kernels
+            .iter()
+            .find(|k| k.name.starts_with("matmul"))
+            .expect("a matmul kernel");
+        poot_kir::has_wait(&k.body)
+    }
+
+    #[test]
+    fn a_matmul_loads_early_only_from_weights() {
+        assert!(matmul_waits(false));
+        assert!(!matmul_waits(true));
+    }
+
     #[test]
     fn only_weights_tables_and_slots_are_read_before_the_wait() {
         case(vec![0, 1]).unwrap();
