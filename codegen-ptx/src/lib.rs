@@ -24,8 +24,8 @@
 //!   accesses of 2 and 4 lanes use `.v2` / `.v4`, relying on the planner to align them to 8 and
 //!   16 bytes (kir guarantees they are consecutive elements).
 //! - Loads from `Access::Read` parameters use `ld.global.nc` when the target allows it (in a
-//!   kernel with its own wait, only those its waits list, after the wait); the planner must then never bind
-//!   memory that the same dispatch writes to a `Read` parameter.
+//!   kernel with its own wait, only those its waits list, after the wait); the planner must
+//!   then never bind memory that the same dispatch writes to a `Read` parameter.
 //! - Subgroup operations assume the kernel's subgroup is the full warp and that all its lanes
 //!   reach them converged (poot's lowering guarantees both; a kernel declaring another width is
 //!   refused). `trap(code)` becomes PTX `trap`: the dispatch faults, the code survives only as a

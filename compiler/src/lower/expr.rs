@@ -11,8 +11,10 @@ use super::place::{Place, Placement};
 use super::tables::Tables;
 use crate::Result;
 use poot_ir::{BinaryOp, CmpOp, DType, Graph, Op, RopeLayout, Scalar, UnaryOp, Value};
-use poot_kir::{Access, BinOp, CmpOp as KCmp, KernelBuilder, Mem, Scalar as KS, UnOp, Val};
-use std::collections::HashMap;
+use poot_kir::{
+    Access, BinOp, CmpOp as KCmp, Expr, Inst, KernelBuilder, Mem, Scalar as KS, UnOp, Val,
+};
+use std::collections::{HashMap, HashSet};
 
 /// Trap code: a key/value write past the cache capacity.
 pub const TRAP_CACHE_OVERFLOW: u32 = 1;
@@ -286,10 +288,10 @@ impl<'a> Emit<'a> {
         self.kb.begin();
         let r = f(self);
         let block = self.kb.end();
-        let mut need: std::collections::HashSet<Val> = std::collections::HashSet::new();
+        let mut need: HashSet<Val> = HashSet::new();
         for i in block.iter().rev() {
-            if let poot_kir::Inst::Let(v, x) = i
-                && (matches!(x, poot_kir::Expr::Load(..)) || need.contains(v))
+            if let Inst::Let(v, x) = i
+                && (matches!(x, Expr::Load(..)) || need.contains(v))
             {
                 need.insert(*v);
                 need.extend(x.operands());
@@ -297,8 +299,8 @@ impl<'a> Emit<'a> {
         }
         let (loads, rest): (Vec<_>, Vec<_>) = block
             .into_iter()
-            .partition(|i| matches!(i, poot_kir::Inst::Let(v, _) if need.contains(v)));
-        debug_assert!(rest.iter().all(|i| matches!(i, poot_kir::Inst::Let(..))));
+            .partition(|i| matches!(i, Inst::Let(v, _) if need.contains(v)));
+        debug_assert!(rest.iter().all(|i| matches!(i, Inst::Let(..))));
         self.kb.append(loads);
         self.kb.grid_wait(early);
         self.kb.append(rest);

@@ -174,6 +174,13 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // for the loads) gained nothing: 344.0, 341.9, 341.8 against 345.7, 336.4, 337.1.
     let units = k / 32;
     let rounds = units.div_ceil(ustep as usize);
+    let unrolled = k.is_multiple_of(32) && rounds <= MM_UNROLL;
+    // The codes of unit `u` of each column of `cols`.
+    let unit_loads = |e: &mut Emit, cols: &[(Val, Weight)], u: Val| -> Vec<Codes> {
+        cols.iter()
+            .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes))
+            .collect()
+    };
     // (Only where every right operand is a weight: another value could be the output of the
     // dispatch before.)
     let weights_only = mms.iter().all(|&mm| {
@@ -181,7 +188,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         e.pl.buffer_of(w)
             .is_some_and(|b| matches!(e.g.nodes[b].op, Op::Weight(_)))
     });
-    let early = if weights_only && k.is_multiple_of(32) && rounds <= MM_UNROLL {
+    let early = if weights_only && unrolled {
         let last_col = e.u(n - 1);
         let pre_cols: Vec<(Val, Weight)> = per_col
             .iter()
@@ -206,14 +213,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         let rs = e.rounds(first_unit, units, ustep, rounds);
         let codes: Vec<Vec<Codes>> = e.early_loads(params, |e| {
             rs.iter()
-                .map(|&(_, u)| {
-                    pre_cols
-                        .iter()
-                        .map(|&(c, (m, words, dt, rbytes))| {
-                            unit_codes(e, m, words, dt, c, u, rbytes)
-                        })
-                        .collect()
-                })
+                .map(|&(_, u)| unit_loads(e, &pre_cols, u))
                 .collect()
         });
         Some(rs.into_iter().zip(codes))
@@ -348,7 +348,8 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                 }
                 Ok(next)
             };
-            // Few rounds per lane: unrolled, so every round's weights are in flight at once.
+            // Few rounds per lane: unrolled, so every round's weights are in flight at once
+            // (loaded before the grid wait where `early`).
             match early {
                 Some(rounds) => {
                     let mut acc = init;
@@ -358,15 +359,16 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
                     }
                     acc
                 }
+                None if unrolled => {
+                    e.unrolled(first_unit, units, ustep, rounds, &init, |e, u, acc| {
+                        let wv = unit_loads(e, &per_col, u);
+                        body(e, u, acc, wv)
+                    })?
+                }
                 None => {
                     let units = e.u(units);
                     e.repeat(first_unit, units, ustep, &init, |e, u, acc| {
-                        let wv = per_col
-                            .iter()
-                            .map(|&(c, (m, words, dt, rbytes))| {
-                                unit_codes(e, m, words, dt, c, u, rbytes)
-                            })
-                            .collect();
+                        let wv = unit_loads(e, &per_col, u);
                         body(e, u, acc, wv)
                     })?
                 }
