@@ -11,7 +11,10 @@ after the wait, so the previous launch has written it); at the `ret`, thread 0 w
 No atomics and no load on the way out, so the stamps add little to the kernel's own tail.
 With `A,B` (1-based), the two middle clock stamps are taken after the kernel's `A`th and
 `B`th `bar.sync` instead (a barrier inside a branch is stamped only where it is reached).
-`kernel_timeline` reads the records back (runtime/examples/kernel_timeline.rs).
+`kernel_timeline` reads the records back (runtime/examples/kernel_timeline.rs). The stamps
+cost registers (ptxas keeps values live across the clock reads: Qwen2.5-0.5B's gate/up 56 ->
+163 a thread), so a stamped kernel may hold fewer work-groups an SM than its plain build;
+`kernel_timeline` prints the occupancy of each file it runs.
 """
 import sys
 

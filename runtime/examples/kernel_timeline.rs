@@ -8,7 +8,9 @@
 //! over many layers, not from L2), writes the `u32` V at the start of parameter P's buffer
 //! (a position slot, say), and captures ROUNDS rounds of the files in order, each launch a
 //! programmatic dependent of the one before, into one graph. It prints the event-timed
-//! median of the graph, then replays it once more and reads back each stamped kernel's
+//! median of the graph and each kernel's registers and occupancy (work-groups an SM holds at
+//! once, and in how many waves its grid runs), then replays it once more and reads back each
+//! stamped kernel's
 //! records (per work-group, `%globaltimer` on entry, after the grid wait and at the end;
 //! `%clock64` after the wait, after the first barrier, at the dependents' trigger and at the
 //! end). Per kernel, medians over the rounds after the first, us (cycles converted at the
@@ -25,6 +27,11 @@
 //!   barriers `scripts/ptx-timeline.py` was told to stamp); with `--slowest`, the times of
 //!   the work-group that ended last instead of the median (a kernel whose work-groups mostly
 //!   exit early, such as a decode attention's splits past the position).
+//!
+//! The stamps change the kernel: ptxas keeps more values live across the clock reads (Qwen2.5-
+//! 0.5B's gate/up took 163 registers a thread stamped against 56 plain, 3 work-groups an SM
+//! instead of 9, so its 608 work-groups ran in two waves and their releases spread over 4 us).
+//! Compare the occupancy lines of a stamped and a plain run before reading a phase.
 //!
 //! `cargo build --release -p poot-runtime --features cuda --example kernel_timeline`
 mod cuda_bench;
@@ -122,6 +129,17 @@ fn main() -> Res<()> {
         us / rounds as f64,
         us / n as f64
     );
+    for s in &specs {
+        let groups: u32 = s.grid.iter().product();
+        let at_once = (s.kernel.per_sm * b.sms).max(1) as u32;
+        println!(
+            "{}: {} registers a thread, {} work-groups an SM at most, {groups} in {} wave(s)",
+            s.file,
+            s.kernel.registers,
+            s.kernel.per_sm,
+            groups.div_ceil(at_once)
+        );
+    }
     timeline(&b, &specs, rounds, exec, slowest)
 }
 

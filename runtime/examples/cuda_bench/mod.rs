@@ -19,11 +19,17 @@ pub struct Kernel {
     pub name: String,
     pub block: u32,
     pub params: usize,
+    /// Registers a thread (as the driver loaded it).
+    pub registers: i32,
+    /// The most work-groups of `block` threads an SM holds at once (the driver's occupancy).
+    pub per_sm: i32,
 }
 
 /// The context's stream.
 pub struct Bench {
     pub stream: sys::CUstream,
+    /// The device's SMs.
+    pub sms: i32,
 }
 
 impl Bench {
@@ -39,7 +45,14 @@ impl Bench {
         // SAFETY: the context just retained.
         unsafe { result::ctx::set_current(ctx) }?;
         let stream = result::stream::create(result::stream::StreamKind::NonBlocking)?;
-        Ok(Bench { stream })
+        // SAFETY: a device handle returned by the driver.
+        let sms = unsafe {
+            result::device::get_attribute(
+                dev,
+                sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+            )
+        }?;
+        Ok(Bench { stream, sms })
     }
 
     pub fn module(&self, text: &str) -> Res<sys::CUmodule> {
@@ -70,12 +83,27 @@ impl Bench {
         let module = self.module(text)?;
         let function = self.function(module, &name)?;
         let params = text.matches(".param .u64").count();
+        // SAFETY: a loaded function.
+        let registers = unsafe {
+            result::function::get_function_attribute(
+                function,
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS,
+            )
+        }?;
+        let mut per_sm = 0;
+        // SAFETY: a loaded function; writes one integer.
+        unsafe {
+            sys::cuOccupancyMaxActiveBlocksPerMultiprocessor(&mut per_sm, function, block as i32, 0)
+        }
+        .result()?;
         Ok(Kernel {
             module,
             function,
             name,
             block,
             params,
+            registers,
+            per_sm,
         })
     }
 
