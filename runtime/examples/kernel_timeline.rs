@@ -28,6 +28,12 @@
 //!   the work-group that ended last instead of the median (a kernel whose work-groups mostly
 //!   exit early, such as a decode attention's splits past the position).
 //!
+//! Every parameter has a buffer of its own, so a kernel's prefetch of the next dispatch's
+//! weights (its `ahead` parameters) warms buffers no kernel reads: a `--fresh` chain waits
+//! on memory for weights that a decode step finds in L2 (SmolLM2's step was no shorter with
+//! 39 MB of its weights persisting in L2, while its `--fresh` chain is 2.4 us a layer longer
+//! than its chain in L2; BENCHMARKS.md, twentieth session).
+//!
 //! The stamps change the kernel: ptxas keeps more values live across the clock reads (Qwen2.5-
 //! 0.5B's gate/up took 163 registers a thread stamped against 56 plain, 3 work-groups an SM
 //! instead of 9, so its 608 work-groups ran in two waves and their releases spread over 4 us).
