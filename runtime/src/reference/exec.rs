@@ -286,20 +286,12 @@ impl<G: Global> Exec<'_, G> {
             Space::Shared(_) => None,
         }
         .ok_or_else(|| internal(self.prog, "a prefetch's memory is missing"))?;
-        let regs = &self.st.regs;
-        let (idx, n, m) = match (
-            regs.get(index..index.saturating_add(t)),
-            regs.get(count..count.saturating_add(t)),
-            regs.get(mask..mask.saturating_add(t)),
-        ) {
-            (Some(i), Some(n), Some(m)) => (i, n, m),
-            _ => {
-                return Err(internal(
-                    self.prog,
-                    "a prefetch's registers are out of range",
-                ));
-            }
-        };
+        let [idx, n, m] = ranges(
+            self.prog,
+            &self.st.regs,
+            [(index, t), (count, t), (mask, t)],
+            "a prefetch",
+        )?;
         let bad = idx.iter().zip(n).zip(m).position(|((&i, &n), &m)| {
             m != 0 && n > 0 && (i as usize).checked_add(n as usize).is_none_or(|e| e > len)
         });
@@ -332,14 +324,12 @@ impl<G: Global> Exec<'_, G> {
         let n = comps.saturating_mul(t);
         let State { regs, shared, .. } = &mut *self.st;
         let regs: &[u32] = regs;
-        let (idx, m, vals) = match (
-            regs.get(index..index.saturating_add(t)),
-            regs.get(mask..mask.saturating_add(t)),
-            regs.get(value..value.saturating_add(n)),
-        ) {
-            (Some(i), Some(m), Some(v)) => (i, m, v),
-            _ => return Err(internal(self.prog, "a store's registers are out of range")),
-        };
+        let [idx, m, vals] = ranges(
+            self.prog,
+            regs,
+            [(index, t), (mask, t), (value, n)],
+            "a store",
+        )?;
         let sink = match space {
             Space::Param(p) => self.mem.sink(p),
             Space::Shared(s) => self
@@ -413,19 +403,12 @@ impl<G: Global> Exec<'_, G> {
         } = &mut *self.st;
         let mut olds = vec![0u32; if old.is_some() { t } else { 0 }];
         let regs: &[u32] = file;
-        let (idx, m, vals) = match (
-            regs.get(index..index.saturating_add(t)),
-            regs.get(mask..mask.saturating_add(t)),
-            regs.get(value..value.saturating_add(t)),
-        ) {
-            (Some(i), Some(m), Some(v)) => (i, m, v),
-            _ => {
-                return Err(internal(
-                    self.prog,
-                    "an atomic's registers are out of range",
-                ));
-            }
-        };
+        let [idx, m, vals] = ranges(
+            self.prog,
+            regs,
+            [(index, t), (mask, t), (value, t)],
+            "an atomic",
+        )?;
         let buf = match space {
             Space::Param(p) => match self.mem.sink(p) {
                 Some(Sink::Direct(b)) => Some(b),
@@ -628,6 +611,23 @@ impl<G: Global> Exec<'_, G> {
         }
         Ok(())
     }
+}
+
+/// The register ranges `[start, start + len)` of `regs`, one for each of `want`; an internal
+/// fault naming `what` (an instruction) when one lies outside the register file.
+fn ranges<'a, const N: usize>(
+    prog: &Program,
+    regs: &'a [u32],
+    want: [(usize, usize); N],
+    what: &str,
+) -> Result<[&'a [u32]; N], Fault> {
+    let mut out: [&[u32]; N] = [&[]; N];
+    for (o, (start, len)) in out.iter_mut().zip(want) {
+        *o = regs
+            .get(start..start.saturating_add(len))
+            .ok_or_else(|| internal(prog, &format!("{what}'s registers are out of range")))?;
+    }
+    Ok(out)
 }
 
 /// Where a thread is, for fault details.
