@@ -1,20 +1,22 @@
 //! Fuzzes the manifest decoder and validator behind a well-formed container. Raw bytes rarely
 //! get past the checksums, so here the input is `weights_len: u16 LE` then the manifest
-//! section's bytes, and the target seals them into a format-1.0 bundle with correct checksums
-//! (the layout of the `poot_bundle` crate docs) before opening it.
+//! section's bytes, and the target seals them into a bundle of the version this crate reads
+//! (`FORMAT_VERSION`, so a format change cannot leave every input refused at the version
+//! check) with correct checksums (the layout of the `poot_bundle` crate docs) before opening
+//! it.
 
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use poot_bundle::{Target, inspect, open_bytes};
+use poot_bundle::{FORMAT_VERSION, Target, inspect, open_bytes};
 use xxhash_rust::xxh3::xxh3_64;
 
 /// The bundle `poot_bundle::write` would lay out for these sections.
 fn seal(manifest: &[u8], weights: &[u8]) -> Vec<u8> {
     let weights_offset = (72 + manifest.len()).div_ceil(4096) * 4096;
     let mut out = b"POOTBNDL".to_vec();
-    out.extend_from_slice(&1u16.to_le_bytes());
-    out.extend_from_slice(&0u16.to_le_bytes());
+    out.extend_from_slice(&FORMAT_VERSION.major.to_le_bytes());
+    out.extend_from_slice(&FORMAT_VERSION.minor.to_le_bytes());
     out.extend_from_slice(&2u32.to_le_bytes());
     for (kind, offset, bytes) in [(1u32, 72, manifest), (2, weights_offset, weights)] {
         out.extend_from_slice(&kind.to_le_bytes());
