@@ -10,11 +10,10 @@
 //! programmatic dependent of the one before, into one graph. It prints the event-timed
 //! median of the graph and each kernel's registers and occupancy (work-groups an SM holds at
 //! once, and in how many waves its grid runs), then replays it once more and reads back each
-//! stamped kernel's
-//! records (per work-group, `%globaltimer` on entry, after the grid wait and at the end;
-//! `%clock64` after the wait, after the first barrier, at the dependents' trigger and at the
-//! end). Per kernel, medians over the rounds after the first, us (cycles converted at the
-//! clock the records themselves give):
+//! stamped kernel's records (per work-group, `%globaltimer` on entry, after the grid wait
+//! and at the end; `%clock64` after the wait, after the first barrier, at the dependents'
+//! trigger and at the end). Per kernel, medians over the rounds after the first, us (cycles
+//! converted at the clock the records themselves give):
 //!
 //! - `gap`: from the previous launch's last work-group end to this launch's first release
 //!   from the grid wait (the dependency's cost);
