@@ -12,12 +12,12 @@
 //! split `k` are added in part order, so results do not depend on scheduling.
 
 use super::attention::Deferred;
-use super::expr::Emit;
+use super::expr::{Buf, Emit};
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
 use super::matmul_shape::{MM_WARPS, Shape, shape};
 use super::place::Placement;
 use super::quant::{Codes, Form, unit_codes, weight};
-use super::stage::{Combine, fits, stage};
+use super::stage::{fits, stage};
 use crate::Result;
 use poot_ir::{DType, Graph, Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
@@ -37,10 +37,17 @@ pub(super) struct Operands {
     pub ws: Vec<Weight>,
 }
 
-/// Binds the operands of `mms` (rows of `k` weights).
-pub(super) fn operands(e: &mut Emit, mms: &[Value], k: usize) -> Result<Operands> {
+/// Binds the operands of `mms` (rows of `k` weights), the input rows from `records` where
+/// given (a deferred attention's records, which the caller combines).
+pub(super) fn operands(
+    e: &mut Emit,
+    mms: &[Value],
+    k: usize,
+    records: Option<Buf>,
+) -> Result<Operands> {
     let [x, _] = args(e, mms[0])?;
     let (x, norm) = match e.pl.prologue_of(e.g, x) {
+        _ if let Some(b) = records => (e.mem(b, Scalar::F32, Access::Read), None),
         Some(v) => {
             let eps = match e.g.nodes[v].op {
                 poot_ir::Op::RmsNorm { eps } => eps.0,
@@ -121,7 +128,7 @@ pub fn matmul(
     // An RMS norm in the prologue: x = (x0 * r) * nw, with r per row computed here, is summed
     // as r * sum((x0 * nw) * w): on the H200 SmolLM2's decode step went from 478.8 to 465.7
     // us (its q/k/v and gate/up kernels from 82.8 and 120.0 to 79.2 and 111.4 us per step).
-    let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
+    let Operands { x: xm, norm, ws } = operands(e, mms, k, combine.map(Deferred::records))?;
     let nwm = norm.map(|(m, _)| m);
     let out = e.buffer(root, Access::Write)?;
     let root_ty = e.g.ty(root).clone();
@@ -178,33 +185,11 @@ pub fn matmul(
     let ustep = sub * parts as u32;
     let kv = e.u(k);
     let last_row = e.u(rows - 1);
-    let row_of = |e: &mut Emit, r: usize| {
+    let row_base = |e: &mut Emit, r: usize| {
         let rv = e.u(r);
         let m = e.kb.add(m0, rv);
-        e.kb.bin(BinOp::Min, m, last_row)
-    };
-    let row_base = |e: &mut Emit, r: usize| {
-        let m = row_of(e, r);
+        let m = e.kb.bin(BinOp::Min, m, last_row);
         e.kb.mul(m, kv)
-    };
-    // A deferred attention's input: its records, and the slots that count each row's live
-    // splits, which are then counted before the grid wait with the weights' loads (where
-    // there are any), so after the wait the copy's loads issue at once.
-    let records = combine.map(|d| e.mem(d.records(), Scalar::F32, Access::Read));
-    let slots = match combine {
-        Some(d) => d.slots(e)?,
-        None => None,
-    };
-    let lives = |e: &mut Emit| -> Result<Vec<Val>> {
-        let Some(d) = combine else {
-            return Ok(Vec::new());
-        };
-        (0..rb)
-            .map(|r| {
-                let m = row_of(e, r);
-                d.live(e, m)
-            })
-            .collect()
     };
     // The input rows go through shared memory when they fit (`stage::fits`): one round trip
     // for the work-group's copy instead of each lane's batches of global loads (Nsight
@@ -258,38 +243,20 @@ pub fn matmul(
             .iter()
             .map(|w| w.0)
             .chain(nwm)
-            .chain(slots.iter().flatten().copied())
             .filter_map(|m| match m {
                 Mem::Param(p) => Some(p),
                 Mem::Shared(_) => None,
             })
             .collect();
         let rs = e.rounds(first_unit, units, ustep, rounds);
-        let (codes, live): (Vec<Vec<Codes>>, _) = e.early_loads(params, |e| {
-            let codes = rs
-                .iter()
+        let codes: Vec<Vec<Codes>> = e.early_loads(params, |e| {
+            rs.iter()
                 .map(|&(_, u)| unit_loads(e, &pre_cols, u))
-                .collect();
-            (codes, slots.is_some().then(|| lives(e)))
+                .collect()
         });
-        Some((rs.into_iter().zip(codes), live.transpose()?))
+        Some(rs.into_iter().zip(codes))
     } else {
         None
-    };
-    let (early, live) = match early {
-        Some((codes, live)) => (Some(codes), live),
-        None => (None, None),
-    };
-    let combine = match (combine, records) {
-        (Some(dfr), Some(part)) => Some(Combine {
-            dfr,
-            part,
-            live: match live {
-                Some(l) => l,
-                None => lives(e)?,
-            },
-        }),
-        _ => None,
     };
     let threads = MM_WARPS * sub as usize;
     let rows_src: Vec<(Mem, Val)> = if staged {
@@ -305,14 +272,7 @@ pub fn matmul(
     // Qwen2.5-0.5B CUDA 660.2, 659.8 to 575.1, 574.8, Vulkan 880.0, 878.5 to 831.8, 827.6.
     // Rows that are not staged keep the lanes' squares.
     let (xsh, staged_squares) = if staged {
-        let (sh, squares) = stage(
-            e,
-            &rows_src,
-            nwm,
-            combine.as_ref(),
-            k,
-            [threads, sub as usize],
-        )?;
+        let (sh, squares) = stage(e, &rows_src, nwm, combine, k, [threads, sub as usize])?;
         (Some(sh), squares)
     } else {
         (None, None)

@@ -189,13 +189,11 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         }
     }
     // The attentions whose split combine their reader does (`attention::Deferred`), by that
-    // reader: a decode matmul that stages its input, one row per (row, token), and is the
-    // attention's only reader.
+    // reader: a decode matmul that stages its input and is the attention's only reader.
     let mut deferred: HashMap<Value, attention::Deferred> = HashMap::new();
     for (&v, (a, _)) in &attns {
         if let Some(dfr) = attention::Deferred::of(g, v, a, sub)
             && let Some(mm) = sole_matmul_reader(g, &pl, v)
-            && g.ty(g.nodes[mm].args[0]).shape.0.last() == Some(&dfr.row_len())
             && !gemm::applies(g, mm)
             && matmul::stages_input(g, &pl, &[mm])
         {

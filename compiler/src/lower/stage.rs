@@ -27,14 +27,6 @@ use poot_kir::{BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
 /// before and every other matmul of both models still stages.
 const MAX_STAGE: usize = 8 * 1024;
 
-/// A deferred attention's output as the rows to copy: the attention, the parameter bound to
-/// its records, and each row's count of live splits (`Deferred::live`).
-pub(super) struct Combine<'a> {
-    pub(super) dfr: &'a Deferred,
-    pub(super) part: Mem,
-    pub(super) live: Vec<Val>,
-}
-
 /// Whether `rows` rows of `len` floats (with `norm`, plus one sum per row and subgroup of
 /// the work-group's `warps`) fit `MAX_STAGE`, so `stage` may copy them.
 pub(super) fn fits(rows: usize, len: usize, norm: bool, warps: usize) -> bool {
@@ -46,14 +38,13 @@ pub(super) fn fits(rows: usize, len: usize, norm: bool, warps: usize) -> bool {
 /// work-group's `threads` threads in subgroups of `sub`, then waits at a barrier. With
 /// `norm`, an RMS norm's weight, each element is copied times its weight element and every
 /// row's sum of squares of the input comes back, valid in every thread. With `combine`
-/// (not with `norm`), the rows are a deferred attention's output: a row whose attention
-/// had one live split is copied as it is, and a row with several is combined from the
-/// records on the way.
+/// (not with `norm`), the rows are a deferred attention's output, each element combined
+/// from the records in `rows[i].0` (its flat index in the output at `rows[i].1`).
 pub(super) fn stage(
     e: &mut Emit,
     rows: &[(Mem, Val)],
     norm: Option<Mem>,
-    combine: Option<&Combine>,
+    combine: Option<&Deferred>,
     len: usize,
     [threads, sub]: [usize; 2],
 ) -> Result<(Mem, Option<Vec<Val>>)> {
@@ -87,20 +78,10 @@ pub(super) fn stage(
         let w = norm.map(|nw| e.kb.load(nw, j4, 4));
         for (r, &(mem, base)) in rows.iter().enumerate() {
             let at = e.kb.add(base, j4);
-            if let Some(c) = combine {
+            if let Some(dfr) = combine {
                 let row = e.u(r * len);
                 let to = e.kb.add(row, j4);
-                let one = e.u(1);
-                let single = e.kb.cmp(CmpOp::Eq, c.live[r], one);
-                e.kb.begin();
-                let x = e.kb.load(mem, at, 4);
-                let xs = (0..4).map(|i| e.kb.extract(x, i)).collect();
-                let direct = e.kb.end();
-                e.kb.begin();
-                let ys = c.dfr.combine4(e, c.part, at, c.live[r]);
-                let combined = e.kb.end();
-                let got = e.kb.finish_if(single, direct, xs, combined, ys);
-                copies.push((always, valid, to, got));
+                copies.push((always, valid, to, dfr.combine4(e, mem, at)?));
                 continue;
             }
             let x = e.kb.load(mem, at, 4);

@@ -107,27 +107,24 @@ pub fn match_kv_write(
     (start == start_v).then_some(KvWrite { k, v, start })
 }
 
-/// An attention whose reader combines its splits: where one split holds the whole visible
-/// prefix, it writes the output as usual; otherwise every live split writes its record
-/// (`records`) and the attention ends there, with no fence, counter or combine. The kernel
-/// that reads the output counts the live splits of each of its rows from the position slot
-/// (`live`, which reads only slots, so it may run before the grid wait) and, where there
-/// are several, combines each element from the records while it copies its input
-/// (`combine4`). Taken where the mask is a causal prefix whose bound varies by row alone and
-/// there are several splits; the caller checks the reader.
+/// An attention whose reader combines its splits: every live split writes its record
+/// (`records`), and the kernel that reads the attention's output computes each element from
+/// the records while it copies its input (`combine4`), so the attention has no fence,
+/// counter or combine, and the reader one memory round trip as before. Taken where the mask
+/// is a causal prefix (the reader counts the live splits from the position, as the
+/// attention does) and there are several splits; the caller checks the reader.
 pub struct Deferred {
     root: Value,
     prefix: Prefix,
     lay: Layout,
-    /// Heads, tokens, cache positions and positions a split.
+    /// Tokens, heads, cache positions and positions a split.
     dims: [usize; 4],
 }
 
 impl Deferred {
     /// The form of attention `a` computing `root` with subgroups of `sub` whose combine its
-    /// reader does, where it can have one: a causal prefix mask whose bound varies by row
-    /// alone, several splits, and heads a multiple of 4 wide (the reader combines 4
-    /// elements of one head at a time).
+    /// reader does, where it can have one: a causal prefix mask, several splits, and heads
+    /// a multiple of 4 wide (the reader combines 4 elements of one head at a time).
     pub fn of(
         g: &poot_ir::Graph,
         root: Value,
@@ -140,8 +137,7 @@ impl Deferred {
         let chunk = ATT_WARPS * sub as usize;
         let splits = c.div_ceil(chunk);
         let prefix = match_prefix(g, a.mask)?;
-        let by_row = g.ty(prefix.bound).shape.0.iter().skip(1).all(|&n| n == 1);
-        (by_row && splits > 1 && d.is_multiple_of(4)).then_some(Deferred {
+        (splits > 1 && d.is_multiple_of(4)).then_some(Deferred {
             root,
             prefix,
             lay: Layout {
@@ -149,7 +145,7 @@ impl Deferred {
                 splits,
                 rows: r * t * h,
             },
-            dims: [h, t, c, chunk],
+            dims: [t, h, c, chunk],
         })
     }
 
@@ -158,57 +154,27 @@ impl Deferred {
         self.root
     }
 
-    /// Floats in a row of the output for one (row, token): every head's.
-    pub fn row_len(&self) -> usize {
-        self.dims[0] * self.lay.d
-    }
-
     /// The buffer of the records.
     pub fn records(&self) -> Buf {
         Buf::Scratch(self.root, 0)
     }
 
-    /// The slots the position bound reads, bound in `e`, if it reads nothing else (so
-    /// `live` may run before the grid wait).
-    pub fn slots(&self, e: &mut Emit) -> Result<Option<Vec<Mem>>> {
-        let g = e.g;
-        let mut stack = vec![self.prefix.bound];
-        let mut mems = Vec::new();
-        while let Some(v) = stack.pop() {
-            let slot = e
-                .pl
-                .buffer_of(v)
-                .is_some_and(|b| matches!(g.nodes[b].op, Op::Slot(_)));
-            match g.nodes[v].op {
-                _ if slot => mems.push(e.buffer(v, poot_kir::Access::Read)?),
-                Op::Const(_) | Op::Iota { .. } => {}
-                _ if e.pl.place[v] == super::place::Place::Inline => {
-                    stack.extend(g.nodes[v].args.iter().copied())
-                }
-                _ => return Ok(None),
-            }
-        }
-        Ok(Some(mems))
-    }
-
-    /// The number of live splits of (row, token) `m` (row-major), at least 1.
-    pub fn live(&self, e: &mut Emit, m: Val) -> Result<Val> {
-        let [_, t, c, chunk] = self.dims;
-        let tv = e.u(t);
-        let ri = e.kb.bin(BinOp::Div, m, tv);
-        let zero = e.u(0);
-        let end = prefix_end(e, &self.prefix, [ri, zero, zero], c)?;
-        Ok(live_splits(e, end, chunk))
-    }
-
     /// Elements `f .. f + 4` of the attention's output (its flat index `f` a multiple of 4),
-    /// combined from the records in `part` (bound to `records`), of which `n_live` splits
-    /// are live (`live` of the element's row).
-    pub fn combine4(&self, e: &mut Emit, part: Mem, f: Val, n_live: Val) -> Vec<Val> {
+    /// combined from the records in `part` (bound to `records`).
+    pub fn combine4(&self, e: &mut Emit, part: Mem, f: Val) -> Result<Vec<Val>> {
+        let [t, h, c, chunk] = self.dims;
         let dv = e.u(self.lay.d);
         let rth = e.kb.bin(BinOp::Div, f, dv);
         let dd = e.kb.bin(BinOp::Rem, f, dv);
-        combine_at(e, part, self.lay, [rth, dd], n_live, 4)
+        let th = e.u(t * h);
+        let hv = e.u(h);
+        let ri = e.kb.bin(BinOp::Div, rth, th);
+        let rem = e.kb.bin(BinOp::Rem, rth, th);
+        let ti = e.kb.bin(BinOp::Div, rem, hv);
+        let hi = e.kb.bin(BinOp::Rem, rem, hv);
+        let end = prefix_end(e, &self.prefix, [ri, hi, ti], c)?;
+        let n_live = live_splits(e, end, chunk);
+        Ok(combine_at(e, part, self.lay, [rth, dd], n_live, 4))
     }
 }
 
@@ -220,7 +186,7 @@ impl Deferred {
 /// are computed, so the kernel waits for memory about once before the mix. With a causal
 /// prefix mask, the splits past the prefix do nothing and a prefix inside one split is
 /// written straight to `root`; otherwise the last split to finish combines the records,
-/// or with `deferred` (`Deferred`) the reader does.
+/// or with `deferred` (`Deferred`) every live split writes its record for the reader.
 pub fn attention(
     e: &mut Emit,
     root: Value,
@@ -257,15 +223,11 @@ pub fn attention(
     };
     let mode = match n_live {
         _ if splits == 1 => Mode::Direct,
+        Some(_) if deferred => Mode::Deferred,
         None => Mode::Records,
         Some(n) => {
             let one = e.u(1);
-            let single = e.kb.cmp(CmpOp::Eq, n, one);
-            let several = e.kb.cmp(CmpOp::Gt, n, one);
-            match deferred {
-                true => Mode::Deferred(single, several),
-                false => Mode::Either(single, several),
-            }
+            Mode::Either(e.kb.cmp(CmpOp::Eq, n, one), e.kb.cmp(CmpOp::Gt, n, one))
         }
     };
     let s = Split {
@@ -290,7 +252,7 @@ pub fn attention(
     let mut l = launch([rows, splits, 1], 8 * r * c * groups * d + lay.bytes());
     if splits > 1 {
         l.scratch = vec![lay.bytes() as u64];
-        if !matches!(mode, Mode::Deferred(..)) {
+        if !matches!(mode, Mode::Deferred) {
             l.counters = rows;
         }
     }

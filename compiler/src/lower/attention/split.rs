@@ -12,15 +12,14 @@ use poot_ir::Value;
 use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// How a split's result leaves it: straight to the output (the only split that sees a
-/// position), as a record for the combine, or either by the runtime conditions (single,
-/// several), the records combined here (`Either`) or by the attention's reader
-/// (`Deferred`).
+/// position), as a record for the combine, either by the runtime conditions (single,
+/// several), or always as a record that the attention's reader combines.
 #[derive(Clone, Copy)]
 pub(super) enum Mode {
     Direct,
     Records,
     Either(Val, Val),
-    Deferred(Val, Val),
+    Deferred,
 }
 
 impl Mode {
@@ -32,10 +31,10 @@ impl Mode {
         f: impl FnOnce(&mut Emit) -> Result<()>,
     ) -> Result<()> {
         match (self, direct) {
-            (Mode::Direct, true) | (Mode::Records, false) => f(e),
-            (Mode::Direct, false) | (Mode::Records, true) => Ok(()),
-            (Mode::Either(single, _) | Mode::Deferred(single, _), true) => e.when(single, f),
-            (Mode::Either(_, several) | Mode::Deferred(_, several), false) => e.when(several, f),
+            (Mode::Direct, true) | (Mode::Records | Mode::Deferred, false) => f(e),
+            (Mode::Direct, false) | (Mode::Records | Mode::Deferred, true) => Ok(()),
+            (Mode::Either(single, _), true) => e.when(single, f),
+            (Mode::Either(_, several), false) => e.when(several, f),
         }
     }
 }
@@ -339,10 +338,14 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         let x = e.kb.load(sums, iv, 1);
         l = e.kb.add(l, x);
     }
-    let out = e.buffer(s.root, Access::Write)?;
+    let deferred = matches!(s.mode, Mode::Deferred);
+    let out = match deferred {
+        true => None,
+        false => Some(e.buffer(s.root, Access::Write)?),
+    };
     let part = match s.mode {
         Mode::Direct => None,
-        Mode::Deferred(..) => Some(e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::Write)),
+        Mode::Deferred => Some(e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::Write)),
         _ => Some(e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::ReadWrite)),
     };
     let slot = s.lay.slot(e, rth, split);
@@ -355,12 +358,14 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             let x = e.kb.load(mixes, at, 1);
             o = e.kb.add(o, x);
         }
-        s.mode.run(e, true, |e| {
-            let y = e.kb.bin(BinOp::Div, o, l);
-            let at = e.kb.add(dst, dd);
-            e.kb.store(out, at, y);
-            Ok(())
-        })?;
+        if let Some(out) = out {
+            s.mode.run(e, true, |e| {
+                let y = e.kb.bin(BinOp::Div, o, l);
+                let at = e.kb.add(dst, dd);
+                e.kb.store(out, at, y);
+                Ok(())
+            })?;
+        }
         match part {
             Some(part) => s.mode.run(e, false, |e| {
                 let at = s.lay.out_at(e, slot, dd);
@@ -384,9 +389,9 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         })?;
         // The last split of this (row, token, head) to finish combines the records, unless
         // the attention's reader does.
-        if matches!(s.mode, Mode::Deferred(..)) {
+        let Some(out) = out else {
             return Ok(());
-        }
+        };
         let n = match s.n_live {
             Some(n) => n,
             None => e.u(s.lay.splits),
