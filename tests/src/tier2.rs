@@ -140,9 +140,8 @@ fn verification_bundle(
 /// (random tokens, positions and cache contents), every output and state compared. The cache
 /// of 300 positions splits attention in three (128, 128, 44 positions with 32-wide
 /// subgroups): the first trial's positions lie in the first split (one work-group per head
-/// writes the output, or in a decode step its record), the last trial's in the last (every split live: in a prefill the last
-/// split to finish combines them, in a decode step the o projection does, while it stages
-/// its input), the middle trial's anywhere.
+/// writes the output), the last trial's in the last (every split live, the last to finish
+/// combines them), the middle trial's anywhere.
 pub fn run_tiny<D: Device>(engine: Engine<D>, family: Family, target: Target) {
     run_model(engine, &tiny_model(family, 11).expect("tiny model"), target);
 }

@@ -209,7 +209,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
     let nm = mms.len();
-    let Operands { x: xm, norm, ws } = operands(e, mms, k, None)?;
+    let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
     let nwm = norm.map(|(m, _)| m);
     let out = e.buffer(root, Access::Write)?;
     let local = e.kb.special(Special::LocalX);

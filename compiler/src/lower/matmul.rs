@@ -11,15 +11,13 @@
 //! loads; every subgroup reduction runs with the whole subgroup active; the parts of a
 //! split `k` are added in part order, so results do not depend on scheduling.
 
-use super::attention::Deferred;
-use super::expr::{Buf, Emit};
+use super::expr::Emit;
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
 use super::matmul_shape::{MM_WARPS, Shape, shape};
-use super::place::Placement;
 use super::quant::{Codes, Form, unit_codes, weight};
 use super::stage::{fits, stage};
 use crate::Result;
-use poot_ir::{DType, Graph, Op, Value};
+use poot_ir::{DType, Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
 
 /// One matmul's weight bound in a kernel: its words, their count, dtype and bytes per row.
@@ -37,17 +35,10 @@ pub(super) struct Operands {
     pub ws: Vec<Weight>,
 }
 
-/// Binds the operands of `mms` (rows of `k` weights), the input rows from `records` where
-/// given (a deferred attention's records, which the caller combines).
-pub(super) fn operands(
-    e: &mut Emit,
-    mms: &[Value],
-    k: usize,
-    records: Option<Buf>,
-) -> Result<Operands> {
+/// Binds the operands of `mms` (rows of `k` weights).
+pub(super) fn operands(e: &mut Emit, mms: &[Value], k: usize) -> Result<Operands> {
     let [x, _] = args(e, mms[0])?;
     let (x, norm) = match e.pl.prologue_of(e.g, x) {
-        _ if let Some(b) = records => (e.mem(b, Scalar::F32, Access::Read), None),
         Some(v) => {
             let eps = match e.g.nodes[v].op {
                 poot_ir::Op::RmsNorm { eps } => eps.0,
@@ -77,18 +68,6 @@ pub(super) fn operands(
 
 /// Input rows per matmul work-group.
 const MM_ROWS: usize = 8;
-
-/// Whether the decode matmul kernel of `mms` copies its input rows into shared memory
-/// (`stage`): its `k` a multiple of 32 and its work-group's rows fitting `stage::fits`.
-pub(super) fn stages_input(g: &Graph, pl: &Placement, mms: &[Value]) -> bool {
-    let [x, w0] = g.nodes[mms[0]].args[..] else {
-        return false;
-    };
-    let k = g.ty(w0).shape.0[1];
-    let rows = g.ty(x).shape.numel() / k;
-    let norm = pl.prologue_of(g, x).is_some();
-    k.is_multiple_of(32) && fits(rows.min(MM_ROWS), k, norm, MM_WARPS)
-}
 /// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
 /// projection, 152 units, would have 5 on one subgroup per column; split over 4, it has 2).
 const MM_UNROLL: usize = 8;
@@ -103,32 +82,15 @@ const MM_UNROLL: usize = 8;
 /// its decode step from 791-792 to 763 us on CUDA. `mms` are one or two matmuls of the same `x` (a
 /// SwiGLU's gate and up); the root is the matmul itself or an element-wise value of their
 /// shape computed from them (the epilogue).
-///
-/// With `combine`, `x` is the output of an attention whose combine is deferred to this
-/// kernel (`attention::Deferred`): the staged copy combines it from the records.
-pub fn matmul(
-    e: &mut Emit,
-    root: Value,
-    mms: &[Value],
-    sub: u32,
-    combine: Option<&Deferred>,
-) -> Result<Launch> {
+pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Launch> {
     let [x, w0] = args(e, mms[0])?;
     let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
     let rb = rows.min(MM_ROWS);
-    let staged = stages_input(e.g, e.pl, mms);
-    if combine.is_some() && !staged {
-        return Err(super::place::unsupported(
-            e.g,
-            x,
-            "a deferred attention combine into a matmul that does not stage its input",
-        ));
-    }
     // An RMS norm in the prologue: x = (x0 * r) * nw, with r per row computed here, is summed
     // as r * sum((x0 * nw) * w): on the H200 SmolLM2's decode step went from 478.8 to 465.7
     // us (its q/k/v and gate/up kernels from 82.8 and 120.0 to 79.2 and 111.4 us per step).
-    let Operands { x: xm, norm, ws } = operands(e, mms, k, combine.map(Deferred::records))?;
+    let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
     let nwm = norm.map(|(m, _)| m);
     let out = e.buffer(root, Access::Write)?;
     let root_ty = e.g.ty(root).clone();
@@ -259,6 +221,7 @@ pub fn matmul(
         None
     };
     let threads = MM_WARPS * sub as usize;
+    let staged = k.is_multiple_of(32) && fits(rb, k, norm.is_some(), MM_WARPS);
     let rows_src: Vec<(Mem, Val)> = if staged {
         (0..rb).map(|r| (xm, row_base(e, r))).collect()
     } else {
@@ -272,7 +235,7 @@ pub fn matmul(
     // Qwen2.5-0.5B CUDA 660.2, 659.8 to 575.1, 574.8, Vulkan 880.0, 878.5 to 831.8, 827.6.
     // Rows that are not staged keep the lanes' squares.
     let (xsh, staged_squares) = if staged {
-        let (sh, squares) = stage(e, &rows_src, nwm, combine, k, [threads, sub as usize])?;
+        let (sh, squares) = stage(e, &rows_src, nwm, k, [threads, sub as usize])?;
         (Some(sh), squares)
     } else {
         (None, None)

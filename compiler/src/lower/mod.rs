@@ -2,10 +2,7 @@
 //!
 //! Invariants: `place` decides what is fused (see `place`); every value with a kernel gets
 //! exactly one (a decode step's cache update read only by its attention is written by that
-//! attention; a split decode attention whose only reader is a decode matmul that stages its
-//! input writes its split records instead of its output, and that matmul combines them,
-//! `attention::Deferred`), emitted in node order so each dispatch runs after every producer
-//! it reads;
+//! attention), emitted in node order so each dispatch runs after every producer it reads;
 //! each dispatch prefetches the next one's weights (`prefetch`); identical kernels (same
 //! text) are shared; every emitted kernel passes `poot_kir::verify`; a parameter a kernel
 //! reads before its grid wait is bound to memory no dispatch writes (a weight, a table, a
@@ -131,16 +128,8 @@ impl Builder<'_> {
     }
 
     /// The kernel of one or two matmuls `mms` of one input computing `root`: tiled for many
-    /// input rows (`gemm::applies`), the GEMV template otherwise, combining its input from a
-    /// deferred attention's records with `combine`.
-    fn emit_matmul(
-        &mut self,
-        g: &Graph,
-        pl: &Placement,
-        root: Value,
-        mms: &[Value],
-        combine: Option<&attention::Deferred>,
-    ) -> Result<()> {
+    /// input rows (`gemm::applies`), the GEMV template otherwise.
+    fn emit_matmul(&mut self, g: &Graph, pl: &Placement, root: Value, mms: &[Value]) -> Result<()> {
         let dual = if mms.len() > 1 { "dual_" } else { "" };
         if gemm::applies(g, mms[0]) {
             let side = gemm::side_by_side(g, pl, mms);
@@ -154,7 +143,7 @@ impl Builder<'_> {
                 pl,
                 &format!("{dual}matmul"),
                 matmul_shape::MM_WARPS as u32 * sub,
-                |e| matmul::matmul(e, root, mms, sub, combine),
+                |e| matmul::matmul(e, root, mms, sub),
             )
         }
     }
@@ -188,19 +177,6 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             attns.insert(v, (a, w));
         }
     }
-    // The attentions whose split combine their reader does (`attention::Deferred`), by that
-    // reader: a decode matmul that stages its input and is the attention's only reader.
-    let mut deferred: HashMap<Value, attention::Deferred> = HashMap::new();
-    for (&v, (a, _)) in &attns {
-        if let Some(dfr) = attention::Deferred::of(g, v, a, sub)
-            && let Some(mm) = sole_matmul_reader(g, &pl, v)
-            && !gemm::applies(g, mm)
-            && matmul::stages_input(g, &pl, &[mm])
-        {
-            deferred.insert(mm, dfr);
-        }
-    }
-    let deferring: HashSet<Value> = deferred.values().map(|d| d.attention()).collect();
     // Each argmax with the `any_nonfinite` of the same input, which its kernel computes too.
     let mut flag_of: HashMap<Value, Value> = HashMap::new();
     for (f, n) in g.nodes.iter() {
@@ -233,11 +209,8 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
             (Op::ScatterUpdate, _) => b.emit(g, &pl, "scatter", 256, |e| kernels::scatter(e, v))?,
             (_, Place::Buffer) => match &n.op {
-                Op::MatMul => b.emit_matmul(g, &pl, v, &[v], deferred.get(&v))?,
-                _ if !fused_mm.is_empty() => {
-                    let combine = deferred.get(&fused_mm[0]);
-                    b.emit_matmul(g, &pl, v, &fused_mm, combine)?
-                }
+                Op::MatMul => b.emit_matmul(g, &pl, v, &[v])?,
+                _ if !fused_mm.is_empty() => b.emit_matmul(g, &pl, v, &fused_mm)?,
                 Op::Gather if matches!(g.nodes[n.args[0]].op, Op::Weight(_)) => {
                     b.emit(g, &pl, "gather", 256, |e| kernels::gather_rows(e, v))?
                 }
@@ -266,7 +239,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
                         &pl,
                         "attention",
                         attention::ATT_WARPS as u32 * sub,
-                        |e| attention::attention(e, v, a, w.as_ref(), sub, deferring.contains(&v)),
+                        |e| attention::attention(e, v, a, w.as_ref(), sub),
                     )?
                 }
                 Op::Unary(_)
@@ -344,32 +317,6 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         outputs,
         states,
     })
-}
-
-/// The matmul reading attention `v`'s output (through reshapes) as its input rows, where
-/// that matmul is the output's only reader and no step result is among them.
-fn sole_matmul_reader(g: &Graph, pl: &Placement, v: Value) -> Option<Value> {
-    let mut at = v;
-    loop {
-        let [u] = pl.users[at][..] else {
-            return None;
-        };
-        if g.is_result(at) {
-            return None;
-        }
-        let args = &g.nodes[u].args;
-        match g.nodes[u].op {
-            Op::Reshape if pl.place[u] == Place::Alias(at) => at = u,
-            Op::MatMul
-                if args[0] == at
-                    && args[1] != at
-                    && matches!(pl.place[u], Place::Buffer | Place::Fused(_)) =>
-            {
-                return Some(u);
-            }
-            _ => return None,
-        }
-    }
 }
 
 /// Checks that every parameter `k` reads before its grid wait is bound in `d` to memory no
@@ -463,38 +410,6 @@ mod tests {
     fn a_matmul_loads_early_only_from_weights() {
         assert!(matmul_waits(false));
         assert!(!matmul_waits(true));
-    }
-
-    /// The tiny llama's decode step at cache capacity `cap` (subgroups of 32): for each
-    /// attention dispatch, whether it binds the counters, and whether the dispatch after it
-    /// (the o projection) binds the attention's records.
-    fn decode_attentions(cap: usize) -> Vec<(bool, bool)> {
-        use crate::families::{StepShape, trace};
-        let model = crate::tiny::tiny_model(crate::families::Family::Llama, 7).unwrap();
-        let mut g = trace(&model, StepShape::decode(2, cap)).unwrap();
-        crate::passes::optimize(&mut g, crate::passes::PassOptions::default()).unwrap();
-        let p = lower(&g, LowerTarget { subgroup: 32 }, &mut Tables::new(cap)).unwrap();
-        let ds = &p.dispatches;
-        (0..ds.len())
-            .filter(|&i| p.kernels[ds[i].kernel].name.starts_with("attention"))
-            .map(|i| {
-                let counters = ds[i].args.iter().any(|a| a.0 == Buf::Counters);
-                let records = ds[i].args.iter().find(|a| matches!(a.0, Buf::Scratch(..)));
-                let read = records.is_some_and(|r| {
-                    ds[i + 1].args.contains(&(r.0, Access::Read))
-                        && p.kernels[ds[i + 1].kernel].name.starts_with("matmul")
-                });
-                (counters, read)
-            })
-            .collect()
-    }
-
-    #[test]
-    fn a_split_decode_attention_leaves_its_combine_to_the_o_projection() {
-        // 300 positions: three splits, combined by the o projection, no counters.
-        assert_eq!(decode_attentions(300), vec![(false, true); 2]);
-        // 48 positions: one split, written straight to the output.
-        assert_eq!(decode_attentions(48), vec![(false, false); 2]);
     }
 
     #[test]

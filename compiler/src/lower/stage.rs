@@ -2,23 +2,19 @@
 //! many lanes (a decode matmul's input rows) into one shared array once, so each lane then
 //! reads them at shared-memory latency instead of sending one batch of global loads after
 //! another; rows that an RMS norm scales are copied times the norm's weight, with their sums
-//! of squares reduced over the work-group on the way; rows of a split attention's output whose
-//! combine is deferred to its reader (`attention::Deferred`) are combined from the attention's
-//! records on the way.
+//! of squares reduced over the work-group on the way.
 //!
 //! Invariants: every thread of the work-group runs the copy and the barrier after it (the
 //! caller places `stage` in uniform control flow, before any guard); the copy is whole
 //! 4-lane vectors (`len` a multiple of 4, rows 16-byte aligned); a copied element is the
-//! input element, its product with the weight element rounded once (the product a lane
-//! forms from the two loads), or the attention's combine of its records (the operations of
-//! the combine the attention itself runs otherwise), so a kernel reading the copy computes
-//! what one reading global memory would; the sums of squares add each thread's squares in
-//! its order, then the subgroups' butterflies, then the subgroups' sums in subgroup order,
-//! the same in every run.
+//! input element, or its product with the weight element rounded once (the product a lane
+//! forms from the two loads), so a kernel reading the copy computes what one reading global
+//! memory would; the sums of squares add each thread's squares in its order, then the
+//! subgroups' butterflies, then the subgroups' sums in subgroup order, the same in every
+//! run.
 
-use super::attention::Deferred;
 use super::expr::Emit;
-use crate::{CompileError, Result};
+use crate::Result;
 use poot_kir::{BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
 
 /// The most bytes of shared memory a decode matmul stages. With 24 KiB, Qwen2.5-0.5B's down
@@ -37,23 +33,15 @@ pub(super) fn fits(rows: usize, len: usize, norm: bool, warps: usize) -> bool {
 /// `rows[i].0`) into a new shared array, row `i` at element `i * len`, with the
 /// work-group's `threads` threads in subgroups of `sub`, then waits at a barrier. With
 /// `norm`, an RMS norm's weight, each element is copied times its weight element and every
-/// row's sum of squares of the input comes back, valid in every thread. With `combine`
-/// (not with `norm`), the rows are a deferred attention's output, each element combined
-/// from the records in `rows[i].0` (its flat index in the output at `rows[i].1`).
+/// row's sum of squares of the input comes back, valid in every thread.
 pub(super) fn stage(
     e: &mut Emit,
     rows: &[(Mem, Val)],
     norm: Option<Mem>,
-    combine: Option<&Deferred>,
     len: usize,
     [threads, sub]: [usize; 2],
 ) -> Result<(Mem, Option<Vec<Val>>)> {
     debug_assert!(len.is_multiple_of(4));
-    if norm.is_some() && combine.is_some() {
-        return Err(CompileError::Lower(
-            "a staged input cannot be both normed and combined from records".into(),
-        ));
-    }
     let n = rows.len();
     let warps = threads / sub;
     let sums_len = if norm.is_some() { n * warps } else { 0 };
@@ -78,12 +66,6 @@ pub(super) fn stage(
         let w = norm.map(|nw| e.kb.load(nw, j4, 4));
         for (r, &(mem, base)) in rows.iter().enumerate() {
             let at = e.kb.add(base, j4);
-            if let Some(dfr) = combine {
-                let row = e.u(r * len);
-                let to = e.kb.add(row, j4);
-                copies.push((always, valid, to, dfr.combine4(e, mem, at)?));
-                continue;
-            }
             let x = e.kb.load(mem, at, 4);
             if w.is_some() {
                 let mut s = squares[r];
@@ -103,22 +85,12 @@ pub(super) fn stage(
                 Some(w) => e.kb.mul(x, w),
                 None => x,
             };
-            copies.push((always, valid, to, vec![y]));
+            copies.push((always, valid, to, y));
         }
     }
-    // A copy is one 4-lane value, or four scalars stored one after another.
-    for (always, valid, to, vs) in copies {
+    for (always, valid, to, v) in copies {
         e.when_unless(always, valid, |e| {
-            for (c, &v) in vs.iter().enumerate() {
-                let at = match c {
-                    0 => to,
-                    _ => {
-                        let cv = e.u(c);
-                        e.kb.add(to, cv)
-                    }
-                };
-                e.kb.store(sh, at, v);
-            }
+            e.kb.store(sh, to, v);
             Ok(())
         })?;
     }

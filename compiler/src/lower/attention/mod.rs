@@ -1,7 +1,6 @@
 //! The attention kernel: scores, masked softmax and the weighted sum of values, split over
-//! the cache, with the combine of the splits done by the last split to finish or by the
-//! kernel reading the output, and for a decode step the write of the new K/V rows into the
-//! cache.
+//! the cache, with the combine of the splits done by the last split to finish, and for a
+//! decode step the write of the new K/V rows into the cache.
 //!
 //! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups; where the
 //! scores go by lane groups, `scores::KEY_LANES`, a thread owns the position whose score its
@@ -11,33 +10,28 @@
 //! into it. A step reads the K/V its position needs, not the whole cache: a hidden position
 //! reads position 0's row instead of its own (one row every split shares), and with a causal
 //! prefix mask the splits past the prefix load nothing and visibility comes from the position
-//! slot, not a mask buffer. Each split that is not alone writes its record (max score, sum
-//! of exponentials, unnormalised output; `combine::Layout`). Then either the split fences and
-//! counts itself in its (row, token, head)'s counter, and the split that counts last fences
-//! again, combines and restores the counter to zero, so the counters are zero between
-//! dispatches; or (`Deferred`, a causal prefix) the attention ends there and its only reader,
-//! a decode matmul, combines the records while it stages its input, counting the live splits
-//! from the same position slot, after its grid wait (which makes every record visible). The
-//! combine weighs each record by `exp(m_split - m)` in split order, every record loaded at
-//! once, so the result does not depend on which split finishes last or on who combines.
-//! With a fused write (`KvWrite`), exactly one work-group stores each new row (the group's
-//! first query head, in the split holding the position), and no work-group uses the cache's
-//! copy of that row: every reader computes it into shared memory.
+//! slot, not a mask buffer. Each split that is not alone writes its record
+//! (max score, sum of exponentials, unnormalised output), fences, and counts itself in its
+//! (row, token, head)'s counter; the split that counts last fences again, weighs each record
+//! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
+//! to zero, so the result does not depend on which split finishes last and the counters are
+//! zero between dispatches. With a fused write (`KvWrite`), exactly one work-group stores each
+//! new row (the group's first query head, in the split holding the position), and no
+//! work-group uses the cache's copy of that row: every reader computes it into shared memory.
 //!
 //! `split` emits one split's work-group, `scores` its keys and their products with the query,
-//! `combine` the combine.
+//! `combine` the combine of the last split to finish.
 
 mod combine;
 mod scores;
 mod split;
 
-use super::expr::{Buf, Emit};
+use super::expr::Emit;
 use super::kernels::{Launch, launch};
 use crate::Result;
-use combine::{Layout, combine_at};
 use cranelift_entity::SecondaryMap;
 use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
-use poot_kir::{BinOp, CmpOp, Mem, Scalar, Special, Val};
+use poot_kir::{BinOp, CmpOp, Scalar, Special, Val};
 use split::{Mode, Split, split_body};
 
 /// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
@@ -58,7 +52,6 @@ pub(super) const ATT_WARPS: usize = 4;
 
 /// A causal mask `iota(c) <= bound` (or `<`): a (row, token) sees exactly positions
 /// `0 .. end`, with `end` computed from `bound` alone.
-#[derive(Clone, Copy, Debug)]
 pub struct Prefix {
     /// The bound, of size 1 along the cache axis.
     bound: Value,
@@ -107,77 +100,6 @@ pub fn match_kv_write(
     (start == start_v).then_some(KvWrite { k, v, start })
 }
 
-/// An attention whose reader combines its splits: every live split writes its record
-/// (`records`), and the kernel that reads the attention's output computes each element from
-/// the records while it copies its input (`combine4`), so the attention has no fence,
-/// counter or combine, and the reader one memory round trip as before. Taken where the mask
-/// is a causal prefix (the reader counts the live splits from the position, as the
-/// attention does) and there are several splits; the caller checks the reader.
-pub struct Deferred {
-    root: Value,
-    prefix: Prefix,
-    lay: Layout,
-    /// Tokens, heads, cache positions and positions a split.
-    dims: [usize; 4],
-}
-
-impl Deferred {
-    /// The form of attention `a` computing `root` with subgroups of `sub` whose combine its
-    /// reader does, where it can have one: a causal prefix mask, several splits, and heads
-    /// a multiple of 4 wide (the reader combines 4 elements of one head at a time).
-    pub fn of(
-        g: &poot_ir::Graph,
-        root: Value,
-        a: &super::place::Attention,
-        sub: u32,
-    ) -> Option<Self> {
-        let qd = &g.ty(a.q).shape.0;
-        let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
-        let c = g.ty(a.k).shape.0[1];
-        let chunk = ATT_WARPS * sub as usize;
-        let splits = c.div_ceil(chunk);
-        let prefix = match_prefix(g, a.mask)?;
-        (splits > 1 && d.is_multiple_of(4)).then_some(Deferred {
-            root,
-            prefix,
-            lay: Layout {
-                d,
-                splits,
-                rows: r * t * h,
-            },
-            dims: [t, h, c, chunk],
-        })
-    }
-
-    /// The attention.
-    pub fn attention(&self) -> Value {
-        self.root
-    }
-
-    /// The buffer of the records.
-    pub fn records(&self) -> Buf {
-        Buf::Scratch(self.root, 0)
-    }
-
-    /// Elements `f .. f + 4` of the attention's output (its flat index `f` a multiple of 4),
-    /// combined from the records in `part` (bound to `records`).
-    pub fn combine4(&self, e: &mut Emit, part: Mem, f: Val) -> Result<Vec<Val>> {
-        let [t, h, c, chunk] = self.dims;
-        let dv = e.u(self.lay.d);
-        let rth = e.kb.bin(BinOp::Div, f, dv);
-        let dd = e.kb.bin(BinOp::Rem, f, dv);
-        let th = e.u(t * h);
-        let hv = e.u(h);
-        let ri = e.kb.bin(BinOp::Div, rth, th);
-        let rem = e.kb.bin(BinOp::Rem, rth, th);
-        let ti = e.kb.bin(BinOp::Div, rem, hv);
-        let hi = e.kb.bin(BinOp::Rem, rem, hv);
-        let end = prefix_end(e, &self.prefix, [ri, hi, ti], c)?;
-        let n_live = live_splits(e, end, chunk);
-        Ok(combine_at(e, part, self.lay, [rth, dd], n_live, 4))
-    }
-}
-
 /// Attention, split over the cache: each work-group computes, for one (row, token, head) and
 /// one split of `ATT_WARPS * sub` cache positions (one per thread), the split's max score,
 /// sum of exponentials and unnormalised output. Each subgroup mixes the values of its own
@@ -185,15 +107,13 @@ impl Deferred {
 /// subgroups' mixes in shared memory. Every key and value load is issued before the queries
 /// are computed, so the kernel waits for memory about once before the mix. With a causal
 /// prefix mask, the splits past the prefix do nothing and a prefix inside one split is
-/// written straight to `root`; otherwise the last split to finish combines the records,
-/// or with `deferred` (`Deferred`) every live split writes its record for the reader.
+/// written straight to `root`; otherwise the last split to finish combines the records.
 pub fn attention(
     e: &mut Emit,
     root: Value,
     a: &super::place::Attention,
     write: Option<&KvWrite>,
     sub: u32,
-    deferred: bool,
 ) -> Result<Launch> {
     let g = e.g;
     let qd = g.ty(a.q).shape.0.clone();
@@ -202,8 +122,7 @@ pub fn attention(
     let (c, groups) = (kd[1], kd[2]);
     let chunk = ATT_WARPS * sub as usize;
     let splits = c.div_ceil(chunk);
-    let rows = r * t * h;
-    let lay = Layout { d, splits, rows };
+    let rec = d + 2;
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let hv = e.u(h);
@@ -223,7 +142,6 @@ pub fn attention(
     };
     let mode = match n_live {
         _ if splits == 1 => Mode::Direct,
-        Some(_) if deferred => Mode::Deferred,
         None => Mode::Records,
         Some(n) => {
             let one = e.u(1);
@@ -236,7 +154,7 @@ pub fn attention(
         root,
         dims: [d, c, groups, h / groups],
         sub,
-        lay,
+        splits,
         at: [ri, ti, hi, rth, split],
         end,
         n_live,
@@ -249,12 +167,14 @@ pub fn attention(
         }
         None => split_body(e, &s)?,
     }
-    let mut l = launch([rows, splits, 1], 8 * r * c * groups * d + lay.bytes());
+    let rows = r * t * h;
+    let mut l = launch(
+        [rows, splits, 1],
+        8 * r * c * groups * d + 4 * rows * splits * rec,
+    );
     if splits > 1 {
-        l.scratch = vec![lay.bytes() as u64];
-        if !matches!(mode, Mode::Deferred) {
-            l.counters = rows;
-        }
+        l.scratch = vec![(4 * rows * splits * rec) as u64];
+        l.counters = rows;
     }
     Ok(l)
 }

@@ -2,7 +2,7 @@
 //! of values, the fused cache write, and its result (the output, or a record for the
 //! combine). The invariants are the attention module's.
 
-use super::combine::{Layout, combine};
+use super::combine::combine;
 use super::scores;
 use super::{ATT_WARPS, KvWrite};
 use crate::Result;
@@ -12,14 +12,13 @@ use poot_ir::Value;
 use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// How a split's result leaves it: straight to the output (the only split that sees a
-/// position), as a record for the combine, either by the runtime conditions (single,
-/// several), or always as a record that the attention's reader combines.
+/// position), as a record for the combine, or either by the runtime conditions (single,
+/// several).
 #[derive(Clone, Copy)]
 pub(super) enum Mode {
     Direct,
     Records,
     Either(Val, Val),
-    Deferred,
 }
 
 impl Mode {
@@ -31,8 +30,8 @@ impl Mode {
         f: impl FnOnce(&mut Emit) -> Result<()>,
     ) -> Result<()> {
         match (self, direct) {
-            (Mode::Direct, true) | (Mode::Records | Mode::Deferred, false) => f(e),
-            (Mode::Direct, false) | (Mode::Records | Mode::Deferred, true) => Ok(()),
+            (Mode::Direct, true) | (Mode::Records, false) => f(e),
+            (Mode::Direct, false) | (Mode::Records, true) => Ok(()),
             (Mode::Either(single, _), true) => e.when(single, f),
             (Mode::Either(_, several), false) => e.when(several, f),
         }
@@ -47,8 +46,7 @@ pub(super) struct Split<'a> {
     /// Head size, cache positions, K/V groups, query heads per group.
     pub(super) dims: [usize; 4],
     pub(super) sub: u32,
-    /// Where the records lie.
-    pub(super) lay: Layout,
+    pub(super) splits: usize,
     /// Row, token, head, flat (row, token, head) and split indices.
     pub(super) at: [Val; 5],
     /// The end of the visible prefix, where the mask is a causal prefix.
@@ -338,18 +336,16 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         let x = e.kb.load(sums, iv, 1);
         l = e.kb.add(l, x);
     }
-    let deferred = matches!(s.mode, Mode::Deferred);
-    let out = match deferred {
-        true => None,
-        false => Some(e.buffer(s.root, Access::Write)?),
-    };
-    let part = match s.mode {
-        Mode::Direct => None,
-        Mode::Deferred => Some(e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::Write)),
-        _ => Some(e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::ReadWrite)),
-    };
-    let slot = s.lay.slot(e, rth, split);
+    let out = e.buffer(s.root, Access::Write)?;
+    let records = !matches!(s.mode, Mode::Direct);
+    let part = records.then(|| e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::ReadWrite));
+    let recv = e.u(d + 2);
+    let splits_v = e.u(s.splits);
+    let slot = e.kb.mul(rth, splits_v);
+    let slot = e.kb.add(slot, split);
+    let pbase = e.kb.mul(slot, recv);
     let dst = e.kb.mul(rth, dv);
+    let two = e.u(2);
     per_dim(e, local, d, span, |e, dd| {
         let mut o = zero;
         for i in 0..ATT_WARPS {
@@ -358,17 +354,16 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             let x = e.kb.load(mixes, at, 1);
             o = e.kb.add(o, x);
         }
-        if let Some(out) = out {
-            s.mode.run(e, true, |e| {
-                let y = e.kb.bin(BinOp::Div, o, l);
-                let at = e.kb.add(dst, dd);
-                e.kb.store(out, at, y);
-                Ok(())
-            })?;
-        }
+        s.mode.run(e, true, |e| {
+            let y = e.kb.bin(BinOp::Div, o, l);
+            let at = e.kb.add(dst, dd);
+            e.kb.store(out, at, y);
+            Ok(())
+        })?;
         match part {
             Some(part) => s.mode.run(e, false, |e| {
-                let at = s.lay.out_at(e, slot, dd);
+                let at = e.kb.add(pbase, two);
+                let at = e.kb.add(at, dd);
                 e.kb.store(part, at, o);
                 Ok(())
             }),
@@ -381,23 +376,18 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let lead = e.kb.cmp(CmpOp::Eq, local, zero_u);
     s.mode.run(e, false, |e| {
         e.when(lead, |e| {
-            let at = s.lay.stats_at(e, slot);
-            e.kb.store(part, at, m);
-            let at = e.kb.add(at, one);
+            e.kb.store(part, pbase, m);
+            let at = e.kb.add(pbase, one);
             e.kb.store(part, at, l);
             Ok(())
         })?;
-        // The last split of this (row, token, head) to finish combines the records, unless
-        // the attention's reader does.
-        let Some(out) = out else {
-            return Ok(());
-        };
+        // The last split of this (row, token, head) to finish combines the records.
         let n = match s.n_live {
             Some(n) => n,
-            None => e.u(s.lay.splits),
+            None => e.u(s.splits),
         };
         e.last_to_arrive(rth, n, |e| {
-            combine(e, out, part, s.lay, rth, span, s.n_live)
+            combine(e, out, part, rth, [d, s.splits, span], s.n_live)
         })
     })
 }
