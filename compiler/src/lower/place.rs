@@ -6,7 +6,8 @@
 //! - `reshape` of a buffer aliases it (row-major views share memory);
 //! - index-local ops (element-wise, `select`, `cast`, `rope`, `gather` from a computed table)
 //!   are inline, unless the value is a step result, is read by an op that needs a buffer
-//!   (the `x` of `matmul`, an attention `k`/`v`, an `argmax`), or has several readers and
+//!   (the `x` of `matmul`, an attention `k`/`v`, an `argmax`, the input of an RMS norm, so
+//!   the norm can move into the matmuls that read it), or has several readers and
 //!   reads a computed buffer (recomputing it would repeat memory traffic, and chains of
 //!   residual adds would nest without bound);
 //! - every other op gets its own kernel, except the attention chain
@@ -163,7 +164,9 @@ pub fn place(g: &Graph) -> Result<Placement> {
     let mut needs_buffer: SecondaryMap<Value, bool> = SecondaryMap::new();
     for n in g.nodes.values() {
         match n.op {
-            Op::MatMul | Op::ArgMax { .. } | Op::AnyNonFinite => needs_buffer[n.args[0]] = true,
+            Op::MatMul | Op::ArgMax { .. } | Op::AnyNonFinite | Op::RmsNorm { .. } => {
+                needs_buffer[n.args[0]] = true
+            }
             Op::AttnMix | Op::AttnScores => needs_buffer[n.args[1]] = true,
             Op::DynamicUpdateSlice { .. } | Op::ScatterUpdate => needs_buffer[n.args[0]] = true,
             _ => {}
