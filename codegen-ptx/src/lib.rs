@@ -17,8 +17,9 @@
 //!   early; below it, a load meant to overlap that kernel would not), and keeps plain
 //!   `ld.global` loads on their side; so in a kernel with its own wait, loads before a wait
 //!   are plain and after it only the listed parameters load through `.nc` (the `ptxas` test
-//!   checks every golden's SASS: no more loads before the first wait than its PTX has there,
-//!   and no other memory instruction but prefetches).
+//!   checks every golden's SASS: before the first wait no more plain loads than its PTX has
+//!   there, no more read-only ones than it has there plus its listed parameters' after it,
+//!   which ptxas may move up, and no other memory instruction but prefetches).
 //! - Every kir parameter becomes one `.param .u64` holding a global address (converted once with
 //!   `cvta.to.global.u64`); element `i` of a buffer or shared array is at byte `4 * i`. Vector
 //!   accesses of 2 and 4 lanes use `.v2` / `.v4`, relying on the planner to align them to 8 and

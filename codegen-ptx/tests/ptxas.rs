@@ -176,9 +176,12 @@ fn global_memory(op: &str) -> bool {
 }
 
 /// Assembles sm_90 golden `f` and checks its SASS: a grid wait, and before it no global
-/// memory instruction but L2 prefetches and at most as many loads as the PTX places before
-/// its first wait (a kernel that places its own wait loads its weights there; ptxas must
-/// not add any).
+/// memory instruction but L2 prefetches, at most as many plain loads as the PTX places
+/// before its first wait (a kernel that places its own wait loads its weights there; ptxas
+/// must not add any), and at most as many read-only loads (`LDG...CONSTANT`) as it places
+/// there plus those a kernel that places its own wait has after it: there only the
+/// parameters its wait lists load through `ld.global.nc`, memory no dispatch writes, which
+/// ptxas may move above the wait.
 fn check_wait(
     ptxas: &Path,
     cuobjdump: &Path,
@@ -200,33 +203,46 @@ fn check_wait(
     let sass = String::from_utf8_lossy(&out.stdout);
     let ops: Vec<&str> = sass.lines().filter_map(opcode).collect();
     let ptx = std::fs::read_to_string(f).map_err(|e| format!("{stem}: {e}"))?;
-    let placed = ptx
-        .lines()
-        .take_while(|l| l.trim() != "griddepcontrol.wait;")
-        .filter(|l| l.trim_start().starts_with("ld.global"))
-        .count();
-    judge(&ops, placed, stem)
+    let is_wait = |l: &&str| l.trim() == "griddepcontrol.wait;";
+    let count = |lines: &mut dyn Iterator<Item = &str>, prefix: &str| {
+        lines.filter(|l| l.trim_start().starts_with(prefix)).count()
+    };
+    let all = count(&mut ptx.lines().take_while(|l| !is_wait(l)), "ld.global");
+    let nc = count(&mut ptx.lines().take_while(|l| !is_wait(l)), "ld.global.nc");
+    let listed = match all {
+        0 => 0,
+        _ => count(&mut ptx.lines().skip_while(|l| !is_wait(l)), "ld.global.nc"),
+    };
+    judge(&ops, [all - nc, nc + listed], stem)
 }
 
-/// The verdict on SASS opcodes `ops` of a kernel whose PTX places `placed` loads before its
-/// first wait.
-fn judge(ops: &[&str], placed: usize, stem: &str) -> Result<String, String> {
+/// The verdict on SASS opcodes `ops` of a kernel whose PTX places `placed` plain loads
+/// before its first wait and has `listed` read-only loads that may stand there (those it
+/// places there, and a kernel placing its own wait, those of its listed parameters after it).
+fn judge(ops: &[&str], [placed, listed]: [usize; 2], stem: &str) -> Result<String, String> {
     let wait = ops
         .iter()
         .position(|&op| op == "ACQBULK")
         .ok_or_else(|| format!("{stem}: no grid wait (ACQBULK)"))?;
     let before = &ops[..wait];
-    let loads = before.iter().filter(|op| op.starts_with("LDG")).count();
+    let loads = before.iter().filter(|op| op.starts_with("LDG"));
+    let read_only = loads.clone().filter(|op| op.contains(".CONSTANT")).count();
+    let plain = loads.count() - read_only;
     let other = before
         .iter()
         .find(|op| global_memory(op) && !op.starts_with("LDG") && !op.starts_with("UBLKPF"));
     match other {
         Some(op) => Err(format!("{stem}: {op} before the grid wait")),
-        None if loads > placed => Err(format!(
-            "{stem}: {loads} loads before the grid wait where the PTX places {placed}"
+        None if plain > placed => Err(format!(
+            "{stem}: {plain} loads before the grid wait where the PTX places {placed}"
+        )),
+        None if read_only > listed => Err(format!(
+            "{stem}: {read_only} read-only loads before the grid wait where the PTX has \
+             {listed} that may stand there"
         )),
         None => Ok(format!(
-            "ok {stem}: wait at {wait} of {}, {loads} loads before it",
+            "ok {stem}: wait at {wait} of {}, {plain} loads and {read_only} read-only loads \
+             before it",
             ops.len()
         )),
     }
@@ -331,15 +347,22 @@ fn the_wait_check_catches_a_load_before_the_wait() {
 #[test]
 fn the_verdict_counts_the_loads_before_the_wait() {
     let ops = ["S2R", "LDG.E", "UBLKPF.L2", "ACQBULK", "LDG.E.128", "STG.E"];
-    assert!(judge(&ops, 1, "k").is_ok());
-    let hoisted = ["S2R", "LDG.E", "LDG.E.CONSTANT", "ACQBULK", "STG.E"];
-    let e = judge(&hoisted, 1, "k").unwrap_err();
+    assert!(judge(&ops, [1, 0], "k").is_ok());
+    let e = judge(&["S2R", "LDG.E", "LDG.E", "ACQBULK"], [1, 0], "k").unwrap_err();
     assert!(
         e.contains("2 loads before the grid wait where the PTX places 1"),
         "{e}"
     );
-    let e = judge(&["STG.E", "ACQBULK"], 0, "k").unwrap_err();
+    // A listed parameter's read-only load moved above the wait is allowed, one more is not.
+    let hoisted = ["S2R", "LDG.E", "LDG.E.CONSTANT", "ACQBULK", "STG.E"];
+    assert!(judge(&hoisted, [1, 1], "k").is_ok());
+    let e = judge(&hoisted, [1, 0], "k").unwrap_err();
+    assert!(
+        e.contains("1 read-only loads before the grid wait where the PTX has 0"),
+        "{e}"
+    );
+    let e = judge(&["STG.E", "ACQBULK"], [0, 0], "k").unwrap_err();
     assert!(e.contains("STG.E before the grid wait"), "{e}");
-    let e = judge(&["LDG.E"], 1, "k").unwrap_err();
+    let e = judge(&["LDG.E"], [1, 0], "k").unwrap_err();
     assert!(e.contains("no grid wait"), "{e}");
 }
