@@ -13,7 +13,7 @@
 
 use super::expr::Emit;
 use super::kernels::{Launch, args, bytes, inv_rms, launch, store};
-use super::matmul_shape::{MM_WARPS, Shape, lane_groups, shape};
+use super::matmul_shape::{MM_WARPS, Shape, shape};
 use super::quant::{Codes, Form, unit_codes, weight};
 use super::stage::{fits, stage};
 use crate::Result;
@@ -66,23 +66,6 @@ pub(super) fn operands(e: &mut Emit, mms: &[Value], k: usize) -> Result<Operands
     Ok(Operands { x, norm, ws })
 }
 
-/// The sum of `x` over each group of `glanes` consecutive lanes of a subgroup of `sub`, in
-/// every lane of the group: the subgroup's reduction where the group is the subgroup, else a
-/// butterfly of lane shuffles within the group.
-fn group_sum(e: &mut Emit, x: Val, glanes: usize, sub: u32) -> Val {
-    if glanes == sub as usize {
-        return e.kb.subgroup_reduce(ReduceOp::Add, x);
-    }
-    let mut x = x;
-    let mut mask = 1;
-    while mask < glanes as u32 {
-        let other = e.kb.expr(poot_kir::Expr::ShuffleXor(x, mask));
-        x = e.kb.add(x, other);
-        mask *= 2;
-    }
-    x
-}
-
 /// Input rows per matmul work-group.
 const MM_ROWS: usize = 8;
 /// The most rounds of 32-weight units per lane a matmul unrolls (Qwen2.5-0.5B's down
@@ -119,18 +102,6 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     let gy = e.kb.special(Special::GroupY);
     let tiling = shape(n, k, mms.len());
     let Shape { cols: cpw, parts } = tiling;
-    // The subgroup's lanes in `groups` groups of `glanes`, each summing its own columns.
-    let groups = lane_groups(k, cpw, parts, sub as usize);
-    let glanes = sub as usize / groups;
-    let (gi, li) = if groups > 1 {
-        let gl = e.u(glanes);
-        (
-            Some(e.kb.bin(BinOp::Div, lane, gl)),
-            e.kb.bin(BinOp::Rem, lane, gl),
-        )
-    } else {
-        (None, lane)
-    };
     let wpg = e.u(MM_WARPS / parts);
     let col = e.kb.mul(gx, wpg);
     // With a split `k`: the subgroup's column within the work-group, and its part.
@@ -142,20 +113,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         (warp, None)
     };
     let col = e.kb.add(col, wcol);
-    let cols: Vec<Val> = if let Some(gi) = gi {
-        let per = cpw / groups;
-        let cpw_v = e.u(cpw);
-        let per_v = e.u(per);
-        let first_col = e.kb.mul(col, cpw_v);
-        let mine = e.kb.mul(gi, per_v);
-        let first_col = e.kb.add(first_col, mine);
-        (0..per)
-            .map(|j| {
-                let jv = e.u(j);
-                e.kb.add(first_col, jv)
-            })
-            .collect()
-    } else if cpw == 1 {
+    let cols: Vec<Val> = if cpw == 1 {
         vec![col]
     } else {
         let cpw_v = e.u(cpw);
@@ -180,13 +138,13 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // A lane's first unit of 32 weights, and the stride between its units.
     let first_unit = match part {
         Some(p) => {
-            let sv = e.u(glanes);
+            let sv = e.u(sub as usize);
             let x = e.kb.mul(p, sv);
-            e.kb.add(x, li)
+            e.kb.add(x, lane)
         }
-        None => li,
+        None => lane,
     };
-    let ustep = (glanes * parts) as u32;
+    let ustep = sub * parts as u32;
     let kv = e.u(k);
     let last_row = e.u(rows - 1);
     let row_base = |e: &mut Emit, r: usize| {
@@ -452,7 +410,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
         e.kb.launch_dependents();
         let mut sums: Vec<Val> = acc
             .iter()
-            .map(|&a| group_sum(e, a, glanes, sub))
+            .map(|&a| e.kb.subgroup_reduce(ReduceOp::Add, a))
             .collect();
         // A split `k`: each part's sums through shared memory, added in part order.
         if part.is_some() {
@@ -523,7 +481,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
             }
         }
         let zero_u = e.u(0);
-        let first = e.kb.cmp(CmpOp::Eq, li, zero_u);
+        let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
         let first = match part {
             Some(p) => {
                 let p0 = e.kb.cmp(CmpOp::Eq, p, zero_u);

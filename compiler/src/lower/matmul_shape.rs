@@ -114,26 +114,6 @@ pub(super) fn shape(n: usize, k: usize, mms: usize) -> Shape {
     Shape { cols, parts }
 }
 
-/// Lane groups per subgroup of a matmul whose subgroups each sum `cols` columns of `k`
-/// (`parts` subgroups a column), in subgroups of `sub` lanes. In one group every lane takes
-/// 32-weight units of every column, so where `k` holds fewer units than a subgroup has lanes
-/// (SmolLM2's 576 is 18) the other lanes idle; in `g` groups of `sub / g` lanes, each group
-/// sums `cols / g` columns and each lane `cols / g * ceil(units / (sub / g))` units. The
-/// count that makes that least, the fewest groups among equals; one where `k` is split or
-/// not a multiple of 32.
-pub(super) fn lane_groups(k: usize, cols: usize, parts: usize, sub: usize) -> usize {
-    if parts > 1 || !k.is_multiple_of(32) {
-        return 1;
-    }
-    let units = k / 32;
-    let cost = |g: usize| cols / g * units.div_ceil(sub / g);
-    (0..usize::BITS)
-        .map(|i| 1usize << i)
-        .take_while(|&g| g <= cols && g <= sub && cols.is_multiple_of(g))
-        .min_by_key(|&g| (cost(g), g))
-        .unwrap_or(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,21 +122,6 @@ mod tests {
     fn grid(n: usize, k: usize, mms: usize) -> (usize, usize, usize) {
         let s = shape(n, k, mms);
         (s.cols, s.parts, n.div_ceil(s.per_group()))
-    }
-
-    #[test]
-    fn lane_groups_keep_the_lanes_busy() {
-        // SmolLM2's head: 8 columns of 18 units, 8 groups of 4 lanes, 5 units a lane
-        // (against 8 in one group); Qwen2.5-0.5B's: 28 units, 7 a lane against 8.
-        assert_eq!(lane_groups(576, 8, 1, 32), 8);
-        assert_eq!(lane_groups(896, 8, 1, 32), 8);
-        // Two columns of 18 units cost 2 a lane either way: one group.
-        assert_eq!(lane_groups(576, 2, 1, 32), 1);
-        // A split `k`, or one not in units, keeps one group.
-        assert_eq!(lane_groups(1536, 4, 2, 32), 1);
-        assert_eq!(lane_groups(100, 8, 1, 32), 1);
-        // 32 units fill the subgroup.
-        assert_eq!(lane_groups(1024, 8, 1, 32), 1);
     }
 
     #[test]
