@@ -203,17 +203,20 @@ fn check_wait(
     let sass = String::from_utf8_lossy(&out.stdout);
     let ops: Vec<&str> = sass.lines().filter_map(opcode).collect();
     let ptx = std::fs::read_to_string(f).map_err(|e| format!("{stem}: {e}"))?;
-    let is_wait = |l: &&str| l.trim() == "griddepcontrol.wait;";
-    let count = |lines: &mut dyn Iterator<Item = &str>, prefix: &str| {
-        lines.filter(|l| l.trim_start().starts_with(prefix)).count()
-    };
-    let all = count(&mut ptx.lines().take_while(|l| !is_wait(l)), "ld.global");
-    let nc = count(&mut ptx.lines().take_while(|l| !is_wait(l)), "ld.global.nc");
-    let listed = match all {
-        0 => 0,
-        _ => count(&mut ptx.lines().skip_while(|l| !is_wait(l)), "ld.global.nc"),
-    };
-    judge(&ops, [all - nc, nc + listed], stem)
+    // Plain and read-only loads before the first wait, and read-only ones after it.
+    let (mut plain, mut nc, mut nc_after, mut past) = (0, 0, 0, false);
+    for l in ptx.lines().map(str::trim) {
+        if l == "griddepcontrol.wait;" {
+            past = true;
+        } else if l.starts_with("ld.global.nc") {
+            *if past { &mut nc_after } else { &mut nc } += 1;
+        } else if l.starts_with("ld.global") && !past {
+            plain += 1;
+        }
+    }
+    // Only a kernel that places its own wait (loads before it) lists parameters.
+    let listed = if plain + nc > 0 { nc_after } else { 0 };
+    judge(&ops, [plain, nc + listed], stem)
 }
 
 /// The verdict on SASS opcodes `ops` of a kernel whose PTX places `placed` plain loads
