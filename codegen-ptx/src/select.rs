@@ -24,7 +24,7 @@ fn definitions(k: &Kernel) -> HashMap<Val, &Expr> {
                 Inst::Let(v, e) => {
                     defs.insert(*v, e);
                 }
-                Inst::If { then, els, .. } => {
+                Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
                     walk(then, defs);
                     walk(els, defs);
                 }

@@ -43,6 +43,11 @@ pub struct PtxTarget {
     /// Bulk prefetch into L2 (`cp.async.bulk.prefetch.L2`, PTX 8.0, sm_90+): kir's
     /// `prefetch` becomes one; without it the hint is dropped.
     pub bulk_prefetch: bool,
+    /// Thread-block clusters (PTX 7.8, sm_90+): a kernel with kir's `clustered` gets
+    /// `.reqnctapercluster` and the clustered form, whose cluster barriers become
+    /// `barrier.cluster.arrive.release` and `wait.acquire` and whose remote stores become
+    /// `mapa` and `st.shared::cluster`. Without it the form without clusters is emitted.
+    pub clusters: bool,
 }
 
 impl PtxTarget {
@@ -60,17 +65,19 @@ impl PtxTarget {
             nc_loads: true,
             grid_dependency: false,
             bulk_prefetch: false,
+            clusters: false,
         }
     }
 
     /// Hopper (H100/H200): PTX 8.0, 48 KiB static shared, 227 KiB with opt-in, grid
-    /// dependency control, bulk L2 prefetch.
+    /// dependency control, bulk L2 prefetch, thread-block clusters.
     pub const fn sm90() -> PtxTarget {
         PtxTarget {
             sm: 90,
             max_shared_optin: 227 * 1024,
             grid_dependency: true,
             bulk_prefetch: true,
+            clusters: true,
             ..PtxTarget::sm80()
         }
     }

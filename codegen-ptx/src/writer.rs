@@ -225,7 +225,11 @@ impl<'a> Writer<'a> {
             let _ = writeln!(s, "{}", params.join(",\n"));
         }
         let [x, y, z] = k.workgroup;
-        let _ = writeln!(s, ")\n.maxntid {x}, {y}, {z}\n{{");
+        let _ = writeln!(s, ")\n.maxntid {x}, {y}, {z}");
+        if let Some([x, y, z]) = poot_kir::cluster_dims(&k.body).filter(|_| t.clusters) {
+            let _ = writeln!(s, ".reqnctapercluster {x}, {y}, {z}");
+        }
+        let _ = writeln!(s, "{{");
         for (c, ty, prefix) in CLASSES {
             let n = self.counts[c as usize];
             if n > 0 {
@@ -295,6 +299,52 @@ impl<'a> Writer<'a> {
             }
             Inst::Fence => {
                 emit!(self, "fence.acq_rel.gpu;");
+                Ok(())
+            }
+            Inst::Clustered { dims, then, els } => {
+                let [x, y, z] = dims;
+                let form = if self.t.clusters { "" } else { "out" };
+                emit!(
+                    self,
+                    "// clustered {x}x{y}x{z}: the form with{form} clusters"
+                );
+                self.block(if self.t.clusters { then } else { els })
+            }
+            Inst::ClusterArrive { .. } | Inst::ClusterWait => {
+                if !self.t.clusters {
+                    return Err(self.unsupported("a cluster barrier".into()));
+                }
+                match i {
+                    Inst::ClusterArrive { release: true } => {
+                        emit!(self, "barrier.cluster.arrive.release.aligned;");
+                    }
+                    Inst::ClusterArrive { release: false } => {
+                        emit!(self, "barrier.cluster.arrive.relaxed.aligned;");
+                    }
+                    _ => emit!(self, "barrier.cluster.wait.acquire.aligned;"),
+                }
+                Ok(())
+            }
+            Inst::StoreRemote {
+                mem,
+                rank,
+                index,
+                value,
+            } => {
+                emit!(
+                    self,
+                    "// store_remote {}[{index}] of {rank} = {value}",
+                    poot_kir::mem_text(*mem)
+                );
+                if !self.t.clusters {
+                    return Err(self.unsupported("store_remote".into()));
+                }
+                let (_, addr) = self.address(*mem, *index);
+                let (r, at) = (self.of(*rank)[0], self.reg(Class::B32));
+                emit!(self, "mapa.shared::cluster.u32 {at}, {addr}, {r};");
+                let elem = mem_ty(self.ty(*value).scalar);
+                let v = self.of(*value)[0];
+                emit!(self, "st.shared::cluster.{elem} [{at}], {v};");
                 Ok(())
             }
             Inst::Prefetch { mem, index, count } => {

@@ -35,7 +35,7 @@ fn goldens() {
 }
 
 #[test]
-fn targets_differ_only_in_the_target_line_grid_dependency_and_prefetch() {
+fn targets_differ_only_in_the_target_line_grid_dependency_prefetch_and_clusters() {
     let wait = "\tgriddepcontrol.wait;\n";
     let launch = "\tgriddepcontrol.launch_dependents;\n";
     let bulk = "cp.async.bulk.prefetch.L2.global";
@@ -50,7 +50,17 @@ fn targets_differ_only_in_the_target_line_grid_dependency_and_prefetch() {
             kir.matches("launch_dependents").count(),
             "{case}"
         );
-        if kir.contains("prefetch") {
+        if kir.contains("clustered") {
+            // sm_80 renders the form without clusters, sm_90 the clustered one.
+            assert!(
+                !a.contains(".cluster") && !a.contains("reqnctapercluster"),
+                "{case}"
+            );
+            assert!(
+                b.contains(".reqnctapercluster") && b.contains("mapa"),
+                "{case}"
+            );
+        } else if kir.contains("prefetch") {
             assert!(b.contains(bulk), "{case}");
         } else {
             assert_eq!(

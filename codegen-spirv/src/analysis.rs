@@ -68,6 +68,11 @@ impl Features {
                 | Inst::Prefetch { .. }
                 | Inst::LaunchDependents
                 | Inst::GridWait { .. } => {}
+                // `render` removes clusters first (`poot_kir::without_clusters`).
+                Inst::Clustered { .. }
+                | Inst::ClusterArrive { .. }
+                | Inst::ClusterWait
+                | Inst::StoreRemote { .. } => {}
             }
         }
     }
@@ -87,6 +92,11 @@ pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
             | Inst::Trap(_)
             | Inst::LaunchDependents
             | Inst::GridWait { .. } => {}
+            // `render` removes clusters first (`poot_kir::without_clusters`).
+            Inst::Clustered { .. }
+            | Inst::ClusterArrive { .. }
+            | Inst::ClusterWait
+            | Inst::StoreRemote { .. } => {}
             Inst::If {
                 cond,
                 then,

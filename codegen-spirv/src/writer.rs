@@ -246,6 +246,13 @@ impl<'a> Writer<'a> {
             // a dispatch starts after the one before it has finished (the barrier between
             // them), so the grid wait is met before the kernel starts.
             Inst::Prefetch { .. } | Inst::LaunchDependents | Inst::GridWait { .. } => {}
+            // `render` removes clusters first (`poot_kir::without_clusters`).
+            Inst::Clustered { .. }
+            | Inst::ClusterArrive { .. }
+            | Inst::ClusterWait
+            | Inst::StoreRemote { .. } => {
+                return Err(self.unsupported("thread-block clusters".into()));
+            }
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,

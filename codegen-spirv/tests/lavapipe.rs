@@ -59,6 +59,7 @@ fn setup(case: &str) -> Option<Setup> {
         "subgroup_loop" => ([1, 1, 1], vec![(256, F32), (64, Zero)]),
         "trap_barrier" => ([1, 1, 1], vec![(64, F32), (64, Zero)]),
         "mixed_widths" => ([1, 1, 1], vec![(256, F32), (320, Zero)]),
+        "cluster_exchange" => ([1, 2, 1], vec![(64, F32), (64, Zero)]),
         "last_group" => (
             [common::LAST_GROUP_GROUPS, 1, 1],
             vec![(128, F32), (128, Zero), (1, Zero), (32, Zero)],

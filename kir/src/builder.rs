@@ -238,6 +238,34 @@ impl KernelBuilder {
         self.emit(Inst::GridWait { early });
     }
 
+    /// The thread's arrival at the cluster's barrier, with release ordering or without
+    /// (`Inst::ClusterArrive`).
+    pub fn cluster_arrive(&mut self, release: bool) {
+        self.emit(Inst::ClusterArrive { release });
+    }
+
+    /// The wait for the cluster's arrivals (`Inst::ClusterWait`).
+    pub fn cluster_wait(&mut self) {
+        self.emit(Inst::ClusterWait);
+    }
+
+    /// Stores `value` into shared array `mem` of the cluster's work-group `rank`
+    /// (`Inst::StoreRemote`).
+    pub fn store_remote(&mut self, mem: Mem, rank: Val, index: Val, value: Val) {
+        self.emit(Inst::StoreRemote {
+            mem,
+            rank,
+            index,
+            value,
+        });
+    }
+
+    /// Emits the two forms of a computation, with clusters of `dims` and without, from two
+    /// closed blocks (`Inst::Clustered`).
+    pub fn finish_clustered(&mut self, dims: [u32; 3], then: Vec<Inst>, els: Vec<Inst>) {
+        self.emit(Inst::Clustered { dims, then, els });
+    }
+
     /// Opens a block for the body of an `if` branch or a loop (see `finish_if`, `finish_for`).
     pub fn begin(&mut self) {
         self.blocks.push(Vec::new());

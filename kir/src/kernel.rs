@@ -222,6 +222,48 @@ pub enum Inst {
         /// Buffer parameters the kernel may read before its wait.
         early: Vec<u32>,
     },
+    /// Two forms of the same computation: `then` where the device runs the kernel's
+    /// work-groups in clusters of `dims` (consecutive along each axis, co-scheduled, each
+    /// able to store to the others' shared memory), `els` where it does not. A renderer picks
+    /// one by its capabilities and emits only that one; the forms bind the same parameters,
+    /// so every target shares one dispatch list. Every `Clustered` of a kernel has the same
+    /// `dims`, which divide the grid; cluster operations appear only in a `then`.
+    Clustered {
+        /// Work-groups a cluster, along x, y and z (2 to 8 in all).
+        dims: [u32; 3],
+        /// The clustered form.
+        then: Vec<Inst>,
+        /// The form without clusters.
+        els: Vec<Inst>,
+    },
+    /// The thread arrives at the cluster's barrier. With `release`, its shared- and
+    /// buffer-memory writes before it, remote stores included, are visible to every thread
+    /// after that thread's next `ClusterWait` (release at cluster scope); without, the arrival
+    /// orders nothing (it only tells the others this work-group has started), and does not
+    /// wait for the thread's memory operations in flight. A thread alternates arrivals and
+    /// waits, and every thread of a work-group makes the same ones, like `Barrier`.
+    ClusterArrive {
+        /// Release ordering.
+        release: bool,
+    },
+    /// Waits until every thread of every work-group of the cluster that has not ended has
+    /// arrived as many times as this thread (acquire at cluster scope).
+    ClusterWait,
+    /// Stores `value` (one lane) at `index` of shared array `mem` of the cluster's work-group
+    /// `rank` (linear within the cluster, x fastest), which must have started and must not
+    /// have ended: a store after a `ClusterWait` whose arrivals every work-group of the
+    /// cluster made before the store's destination is read, and before the `ClusterWait`
+    /// the reader passes, guarantees both.
+    StoreRemote {
+        /// A shared array.
+        mem: Mem,
+        /// The destination work-group's rank in the cluster (`u32`).
+        rank: Val,
+        /// Element index.
+        index: Val,
+        /// Stored value.
+        value: Val,
+    },
 }
 
 /// A kernel.

@@ -27,4 +27,4 @@ pub use builder::KernelBuilder;
 pub use kernel::{Access, Carried, Expr, Inst, Kernel, Mem, Param, SharedArray, Val};
 pub use print::{expr_text, mem_text, print};
 pub use types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
-pub use verify::{VerifyError, early_params, has_wait, verify};
+pub use verify::{VerifyError, cluster_dims, early_params, has_wait, verify, without_clusters};

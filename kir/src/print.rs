@@ -79,6 +79,29 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
                 let early: Vec<String> = early.iter().map(|p| format!("p{p}")).collect();
                 writeln!(out, "{pad}grid_wait early({})", early.join(", "))
             }
+            Inst::Clustered { dims, then, els } => {
+                let [x, y, z] = dims;
+                writeln!(out, "{pad}clustered {x}x{y}x{z} {{").ok();
+                block(k, then, depth + 1, out);
+                writeln!(out, "{pad}}} else {{").ok();
+                block(k, els, depth + 1, out);
+                writeln!(out, "{pad}}}")
+            }
+            Inst::ClusterArrive { release } => {
+                let sem = if *release { "release" } else { "relaxed" };
+                writeln!(out, "{pad}cluster_arrive {sem}")
+            }
+            Inst::ClusterWait => writeln!(out, "{pad}cluster_wait"),
+            Inst::StoreRemote {
+                mem: m,
+                rank,
+                index,
+                value,
+            } => writeln!(
+                out,
+                "{pad}store_remote {}[{index}] of {rank} = {value}",
+                mem_text(*m)
+            ),
             Inst::If {
                 cond,
                 then,

@@ -18,6 +18,10 @@ struct Ctx<'a> {
     k: &'a Kernel,
     scopes: Vec<HashSet<Val>>,
     defined: HashSet<Val>,
+    /// The cluster shape of the kernel's first `Clustered`.
+    cluster: Option<[u32; 3]>,
+    /// Inside the `then` form of a `Clustered`.
+    in_cluster: bool,
 }
 
 impl Ctx<'_> {
@@ -71,6 +75,12 @@ impl Ctx<'_> {
                 .map(|s| s.elem)
                 .ok_or_else(|| self.err(format!("no shared array {i}"))),
         }
+    }
+    fn clustered(&self, what: &str) -> Result<(), VerifyError> {
+        if !self.in_cluster {
+            return Err(self.err(format!("{what} outside the clustered form of a clustered")));
+        }
+        Ok(())
     }
     fn u32_index(&self, v: Val) -> Result<(), VerifyError> {
         if self.visible(v)? != Ty::U32 {
@@ -140,6 +150,43 @@ impl Ctx<'_> {
             }
             Inst::Barrier | Inst::Fence => Ok(()),
             Inst::Trap(_) | Inst::LaunchDependents => Ok(()),
+            Inst::Clustered { dims, then, els } => {
+                let n: u32 = dims.iter().product();
+                if dims.contains(&0) || !(2..=8).contains(&n) {
+                    return Err(self.err(format!("a cluster of {dims:?} is not 2 to 8 groups")));
+                }
+                if self.cluster.is_some_and(|d| d != *dims) || self.in_cluster {
+                    return Err(self.err(format!("a second cluster shape {dims:?} or nesting")));
+                }
+                self.cluster = Some(*dims);
+                self.in_cluster = true;
+                self.block(then, &[])?;
+                self.end_block(&[])?;
+                self.in_cluster = false;
+                self.block(els, &[])?;
+                self.end_block(&[]).map(|_| ())
+            }
+            Inst::ClusterArrive { .. } => self.clustered("cluster_arrive"),
+            Inst::ClusterWait => self.clustered("cluster_wait"),
+            Inst::StoreRemote {
+                mem,
+                rank,
+                index,
+                value,
+            } => {
+                self.clustered("store_remote")?;
+                if !matches!(mem, Mem::Shared(_)) {
+                    return Err(self.err("store_remote to a buffer".into()));
+                }
+                let elem = self.mem(*mem, true)?;
+                self.u32_index(*index)?;
+                self.u32_index(*rank)?;
+                let t = self.visible(*value)?;
+                if t != Ty::scalar(elem) {
+                    return Err(self.err(format!("cannot store {t} ({value}) into {elem} memory")));
+                }
+                Ok(())
+            }
             Inst::GridWait { early } => early
                 .iter()
                 .try_for_each(|&p| self.mem(Mem::Param(p), false).map(|_| ())),
@@ -310,6 +357,8 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
         k,
         scopes: Vec::new(),
         defined: HashSet::new(),
+        cluster: None,
+        in_cluster: false,
     };
     if k.workgroup.contains(&0) || k.threads() > 1024 {
         return Err(cx.err(format!(
@@ -342,9 +391,49 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
 pub fn has_wait(insts: &[Inst]) -> bool {
     insts.iter().any(|i| match i {
         Inst::GridWait { .. } => true,
-        Inst::If { then, els, .. } => has_wait(then) || has_wait(els),
+        Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
+            has_wait(then) || has_wait(els)
+        }
         Inst::For { body, .. } => has_wait(body),
         _ => false,
+    })
+}
+
+/// `k` as a device without clusters runs it: every `Clustered` replaced by its form
+/// without clusters, in place. The result has no cluster operation.
+pub fn without_clusters(k: &Kernel) -> Kernel {
+    fn flat(insts: &mut Vec<Inst>) {
+        let mut out = Vec::with_capacity(insts.len());
+        for mut i in insts.drain(..) {
+            match &mut i {
+                Inst::Clustered { els, .. } => {
+                    flat(els);
+                    out.append(els);
+                    continue;
+                }
+                Inst::If { then, els, .. } => {
+                    flat(then);
+                    flat(els);
+                }
+                Inst::For { body, .. } => flat(body),
+                _ => {}
+            }
+            out.push(i);
+        }
+        *insts = out;
+    }
+    let mut k = k.clone();
+    flat(&mut k.body);
+    k
+}
+
+/// The cluster shape of the first `Clustered` in `insts` (at any depth), if any.
+pub fn cluster_dims(insts: &[Inst]) -> Option<[u32; 3]> {
+    insts.iter().find_map(|i| match i {
+        Inst::Clustered { dims, .. } => Some(*dims),
+        Inst::If { then, els, .. } => cluster_dims(then).or_else(|| cluster_dims(els)),
+        Inst::For { body, .. } => cluster_dims(body),
+        _ => None,
     })
 }
 
@@ -354,7 +443,7 @@ pub fn early_params(insts: &[Inst]) -> HashSet<u32> {
     for i in insts {
         match i {
             Inst::GridWait { early } => out.extend(early.iter().copied()),
-            Inst::If { then, els, .. } => {
+            Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
                 out.extend(early_params(then));
                 out.extend(early_params(els));
             }
@@ -383,7 +472,7 @@ impl Waits<'_, '_> {
                     return Err(self.cx.err("a second grid wait on one path".into()));
                 }
                 Inst::GridWait { .. } => pre = false,
-                Inst::If { then, els, .. } => {
+                Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
                     let (a, b) = (self.block(then, pre)?, self.block(els, pre)?);
                     if a != b {
                         return Err(self

@@ -246,6 +246,24 @@ impl<'a> Emit<'a> {
         Ok(())
     }
 
+    /// The two forms of a computation (`Inst::Clustered`): `then` where work-groups run in
+    /// clusters of `dims`, `els` where they do not.
+    pub fn clustered(
+        &mut self,
+        dims: [u32; 3],
+        then: impl FnOnce(&mut Self) -> Result<()>,
+        els: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        self.kb.begin();
+        then(self)?;
+        let with = self.kb.end();
+        self.kb.begin();
+        els(self)?;
+        let without = self.kb.end();
+        self.kb.finish_clustered(dims, with, without);
+        Ok(())
+    }
+
     /// `if cond { then }`, or `then` alone when `always` (the caller knows `cond` holds, and a
     /// body outside any branch lets its loads issue with the code around it).
     pub fn when_unless(

@@ -34,14 +34,18 @@ fn touches(d: &Dispatch) -> HashSet<Buf> {
 
 fn independent(group: &[&Dispatch], d: &Dispatch, kernels: &[Kernel]) -> bool {
     let k = &kernels[d.kernel];
-    group.iter().all(|g| {
-        let gk = &kernels[g.kernel];
-        gk.workgroup == k.workgroup
-            && gk.subgroup == k.subgroup
-            && g.grid[1..] == d.grid[1..]
-            && writes(g).is_disjoint(&touches(d))
-            && writes(d).is_disjoint(&touches(g))
-    })
+    // A cluster shape covers every work-group of a kernel, so clustered kernels stay alone.
+    let clustered = |k: &Kernel| poot_kir::cluster_dims(&k.body).is_some();
+    !clustered(k)
+        && group.iter().all(|g| {
+            let gk = &kernels[g.kernel];
+            !clustered(gk)
+                && gk.workgroup == k.workgroup
+                && gk.subgroup == k.subgroup
+                && g.grid[1..] == d.grid[1..]
+                && writes(g).is_disjoint(&touches(d))
+                && writes(d).is_disjoint(&touches(g))
+        })
 }
 
 struct Remap {
@@ -118,6 +122,24 @@ impl Remap {
             },
             Inst::Trap(c) => Inst::Trap(*c),
             Inst::LaunchDependents => Inst::LaunchDependents,
+            Inst::Clustered { dims, then, els } => Inst::Clustered {
+                dims: *dims,
+                then: self.block(then),
+                els: self.block(els),
+            },
+            Inst::ClusterArrive { release } => Inst::ClusterArrive { release: *release },
+            Inst::ClusterWait => Inst::ClusterWait,
+            Inst::StoreRemote {
+                mem,
+                rank,
+                index,
+                value,
+            } => Inst::StoreRemote {
+                mem: self.m(*mem),
+                rank: self.v(*rank),
+                index: self.v(*index),
+                value: self.v(*value),
+            },
             Inst::GridWait { early } => Inst::GridWait {
                 early: early.iter().map(|&p| self.params[p as usize]).collect(),
             },

@@ -26,6 +26,7 @@ pub fn cases() -> Vec<(&'static str, Kernel)> {
         ("trap_barrier", trap_barrier()),
         ("last_group", last_group()),
         ("mixed_widths", mixed_widths()),
+        ("cluster_exchange", cluster_exchange()),
     ]
 }
 
@@ -735,6 +736,44 @@ pub fn last_group() -> Kernel {
         b.store(out, local, sum);
         b.if_then(first, |b| b.atomic(ReduceOp::Min, counter, zero, zero));
     });
+    b.finish()
+}
+
+/// Two work-groups (run with grid 1x2x1) that trade their slices of `x`. Where they run as
+/// one cluster, each stores its 32 elements, doubled, into the other's shared array between
+/// two cluster barriers and writes what it received; without clusters each loads the other's
+/// slice itself. Either way group `g` writes `2 * x[(1 - g) * 32 + i]` at `out[g * 32 + i]`.
+pub fn cluster_exchange() -> Kernel {
+    let mut b = KernelBuilder::new("cluster_exchange", [32, 1, 1], 1);
+    let x = b.param("x", Scalar::F32, Access::Read);
+    let out = b.param("out", Scalar::F32, Access::Write);
+    let inbox = b.shared(Scalar::F32, 32);
+    let local = b.special(Special::LocalX);
+    let group = b.special(Special::GroupY);
+    let one = b.u32(1);
+    let other = b.sub(one, group);
+    let width = b.u32(32);
+    let base = b.mul(group, width);
+    let at = b.add(base, local);
+    b.begin();
+    b.cluster_arrive(false);
+    b.cluster_wait();
+    let v = b.load(x, at, 1);
+    let twice = b.add(v, v);
+    b.store_remote(inbox, other, local, twice);
+    b.cluster_arrive(true);
+    b.cluster_wait();
+    let got = b.load(inbox, local, 1);
+    b.store(out, at, got);
+    let with = b.end();
+    b.begin();
+    let theirs = b.mul(other, width);
+    let theirs = b.add(theirs, local);
+    let v = b.load(x, theirs, 1);
+    let twice = b.add(v, v);
+    b.store(out, at, twice);
+    let without = b.end();
+    b.finish_clustered([1, 2, 1], with, without);
     b.finish()
 }
 

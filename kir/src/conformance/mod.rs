@@ -53,6 +53,14 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
                 walk(els, seen);
                 "If"
             }
+            Inst::Clustered { then, els, .. } => {
+                walk(then, seen);
+                walk(els, seen);
+                "Clustered"
+            }
+            Inst::ClusterArrive { .. } => "ClusterArrive",
+            Inst::ClusterWait => "ClusterWait",
+            Inst::StoreRemote { .. } => "StoreRemote",
             Inst::For { body, .. } => {
                 walk(body, seen);
                 "For"
@@ -82,6 +90,10 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
         "If",
         "For",
         "Trap",
+        "Clustered",
+        "ClusterArrive",
+        "ClusterWait",
+        "StoreRemote",
         "Const",
         "Special",
         "Unary",

@@ -74,7 +74,19 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
             | Inst::Fence
             | Inst::Trap(_)
             | Inst::LaunchDependents
-            | Inst::GridWait { .. } => {}
+            | Inst::GridWait { .. }
+            | Inst::ClusterArrive { .. }
+            | Inst::ClusterWait => {}
+            Inst::StoreRemote {
+                rank, index, value, ..
+            } => {
+                f(*rank);
+                f(*index);
+                f(*value);
+            }
+            Inst::Clustered { then, els, .. } => {
+                ok &= each_val(then, depth + 1, f) && each_val(els, depth + 1, f);
+            }
             Inst::If {
                 cond,
                 then,
@@ -153,6 +165,8 @@ pub(crate) fn prepare(k: &Kernel) -> Result<Program, Fault> {
         return Err(invalid(k, format!("{v} has no type")));
     }
     poot_kir::verify(k).map_err(|e| invalid(k, e.msg))?;
+    // Work-groups run one at a time here, never in clusters: the form without them runs.
+    let k = &poot_kir::without_clusters(k);
     let subgroup = k.subgroup as usize;
     if !subgroup.is_power_of_two() {
         return Err(invalid(
@@ -324,6 +338,13 @@ impl Cx<'_> {
                 // The reference runs dispatches one after another: the hint and the wait
                 // have no use.
                 Inst::Barrier | Inst::Fence | Inst::LaunchDependents | Inst::GridWait { .. } => {}
+                // `prepare` removed them (`poot_kir::without_clusters`).
+                Inst::Clustered { .. }
+                | Inst::ClusterArrive { .. }
+                | Inst::ClusterWait
+                | Inst::StoreRemote { .. } => {
+                    return Err(invalid(self.k, "a cluster operation"));
+                }
                 Inst::Prefetch { mem, index, count } => ops.push(Op::Prefetch {
                     space: self.space(*mem),
                     index: self.off(*index)?,

@@ -6,24 +6,21 @@ use crate::Result;
 use crate::lower::expr::Emit;
 use poot_kir::{BinOp, CmpOp, Mem, Special, UnOp, Val};
 
-/// Combines the records of (row, token, head) `rth` in `part` into `out` (`[r, t, h, d]`):
-/// `splits` records, of which the first `n_live` were written this step where given; one
-/// dimension per thread of `span`.
+/// Combines the records of (row, token, head) `rth` into `out` (`[r, t, h, d]`): `splits`
+/// records in `part` (global scratch or a shared array) from record `slot0` on, of which the
+/// first `n_live` were written this step where given; one dimension per thread of `span`.
 pub(super) fn combine(
     e: &mut Emit,
     out: Mem,
-    part: Mem,
-    rth: Val,
+    (part, slot0, rth): (Mem, Val, Val),
     [d, splits, span]: [usize; 3],
     n_live: Option<Val>,
 ) -> Result<()> {
     let local = e.kb.special(Special::LocalX);
     let rec = e.u(d + 2);
-    let splits_v = e.u(splits);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
     let zero = e.kb.f32(0.0);
     let one = e.u(1);
-    let slot0 = e.kb.mul(rth, splits_v);
     let last_live = n_live.map(|n| e.kb.sub(n, one));
     // Every split's (m, l) loaded at once (the split count is known), then the maximum; a
     // split past the live ones reads the last live record and counts as empty.

@@ -15,7 +15,12 @@
 //! (row, token, head)'s counter; the split that counts last fences again, weighs each record
 //! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
 //! to zero, so the result does not depend on which split finishes last and the counters are
-//! zero between dispatches. With a fused write (`KvWrite`), exactly one work-group stores each
+//! zero between dispatches. Where the device runs work-groups in clusters and there are 2 to
+//! `MAX_CLUSTER` splits (`Inst::Clustered`), the splits of a (row, token, head) form one
+//! cluster instead: each live split stores its record into split 0's shared memory, all
+//! meet at a cluster barrier, and split 0 combines them the same way, with no fence, counter
+//! or scratch (which stay bound for devices without clusters). With a fused write
+//! (`KvWrite`), exactly one work-group stores each
 //! new row (the group's first query head, in the split holding the position), and no
 //! work-group uses the cache's copy of that row: every reader computes it into shared memory.
 //!
@@ -49,6 +54,10 @@ pub struct KvWrite {
 /// split is `ATT_WARPS * sub` positions: a decode step whose visible prefix fits one split
 /// runs as one work-group per head with no combine.
 pub(super) const ATT_WARPS: usize = 4;
+
+/// The most splits that meet in a cluster (the portable cluster size of sm_90); more splits
+/// meet through global memory on every target.
+const MAX_CLUSTER: usize = 8;
 
 /// A causal mask `iota(c) <= bound` (or `<`): a (row, token) sees exactly positions
 /// `0 .. end`, with `end` computed from `bound` alone.
@@ -123,6 +132,24 @@ pub fn attention(
     let chunk = ATT_WARPS * sub as usize;
     let splits = c.div_ceil(chunk);
     let rec = d + 2;
+    // Where the device has clusters, a (row, token, head)'s splits form one: the records go
+    // straight into split 0's shared memory. Each thread arrives first thing, so its wait
+    // before the first remote store finds every split started. That arrival orders nothing:
+    // with release ordering SmolLM2's decode step took 13 us longer below position 128 on the
+    // H200, relaxed 3-6 us (BENCHMARKS.md, twenty-third session).
+    let cluster = (2..=MAX_CLUSTER)
+        .contains(&splits)
+        .then_some([1, splits as u32, 1]);
+    if let Some(dims) = cluster {
+        e.clustered(
+            dims,
+            |e| {
+                e.kb.cluster_arrive(false);
+                Ok(())
+            },
+            |_| Ok(()),
+        )?;
+    }
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let hv = e.u(h);
@@ -159,6 +186,7 @@ pub fn attention(
         end,
         n_live,
         mode,
+        cluster,
     };
     match n_live {
         Some(n) => {

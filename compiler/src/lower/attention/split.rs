@@ -55,6 +55,8 @@ pub(super) struct Split<'a> {
     /// several splits.
     pub(super) n_live: Option<Val>,
     pub(super) mode: Mode,
+    /// The cluster shape of the splits, where they may form one.
+    pub(super) cluster: Option<[u32; 3]>,
 }
 
 /// Runs `f` on each dimension `dd < d` spread over `span` threads from `local`.
@@ -341,11 +343,50 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let part = records.then(|| e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::ReadWrite));
     let recv = e.u(d + 2);
     let splits_v = e.u(s.splits);
-    let slot = e.kb.mul(rth, splits_v);
-    let slot = e.kb.add(slot, split);
+    let slot0 = e.kb.mul(rth, splits_v);
+    let slot = e.kb.add(slot0, split);
     let pbase = e.kb.mul(slot, recv);
+    // In a cluster, this split's record in split 0's inbox (one record per split).
+    let inbox = s
+        .cluster
+        .map(|_| e.kb.shared(Scalar::F32, (s.splits * (d + 2)) as u32));
+    let ibase = e.kb.mul(split, recv);
     let dst = e.kb.mul(rth, dv);
     let two = e.u(2);
+    // The record's word `k` (0: max, 1: sum, 2 + dim: output): to split 0 in a cluster, to
+    // the scratch without.
+    let record = |e: &mut Emit, part: poot_kir::Mem, k: Val, x: Val| -> Result<()> {
+        let to_part = |e: &mut Emit| {
+            let at = e.kb.add(pbase, k);
+            e.kb.store(part, at, x);
+            Ok(())
+        };
+        match (s.cluster, inbox) {
+            (Some(dims), Some(inbox)) => e.clustered(
+                dims,
+                |e| {
+                    let at = e.kb.add(ibase, k);
+                    e.kb.store_remote(inbox, zero_u, at, x);
+                    Ok(())
+                },
+                to_part,
+            ),
+            _ => to_part(e),
+        }
+    };
+    if let (Some(dims), Some(_)) = (s.cluster, part) {
+        // Every split has arrived (first thing) before any remote store lands.
+        s.mode.run(e, false, |e| {
+            e.clustered(
+                dims,
+                |e| {
+                    e.kb.cluster_wait();
+                    Ok(())
+                },
+                |_| Ok(()),
+            )
+        })?;
+    }
     per_dim(e, local, d, span, |e, dd| {
         let mut o = zero;
         for i in 0..ATT_WARPS {
@@ -362,10 +403,8 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         })?;
         match part {
             Some(part) => s.mode.run(e, false, |e| {
-                let at = e.kb.add(pbase, two);
-                let at = e.kb.add(at, dd);
-                e.kb.store(part, at, o);
-                Ok(())
+                let k = e.kb.add(dd, two);
+                record(e, part, k, o)
             }),
             None => Ok(()),
         }
@@ -374,20 +413,37 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         return Ok(());
     };
     let lead = e.kb.cmp(CmpOp::Eq, local, zero_u);
+    let dims = [d, s.splits, span];
     s.mode.run(e, false, |e| {
         e.when(lead, |e| {
-            e.kb.store(part, pbase, m);
-            let at = e.kb.add(pbase, one);
-            e.kb.store(part, at, l);
-            Ok(())
+            record(e, part, zero_u, m)?;
+            record(e, part, one, l)
         })?;
         // The last split of this (row, token, head) to finish combines the records.
-        let n = match s.n_live {
-            Some(n) => n,
-            None => e.u(s.splits),
+        let through_memory = |e: &mut Emit| {
+            let n = match s.n_live {
+                Some(n) => n,
+                None => e.u(s.splits),
+            };
+            e.last_to_arrive(rth, n, |e| {
+                combine(e, out, (part, slot0, rth), dims, s.n_live)
+            })
         };
-        e.last_to_arrive(rth, n, |e| {
-            combine(e, out, part, rth, [d, s.splits, span], s.n_live)
-        })
+        match (s.cluster, inbox) {
+            // Split 0 combines once every live split's record is in its inbox.
+            (Some(cdims), Some(inbox)) => e.clustered(
+                cdims,
+                |e| {
+                    e.kb.cluster_arrive(true);
+                    e.kb.cluster_wait();
+                    let first = e.kb.cmp(CmpOp::Eq, split, zero_u);
+                    e.when(first, |e| {
+                        combine(e, out, (inbox, zero_u, rth), dims, s.n_live)
+                    })
+                },
+                through_memory,
+            ),
+            _ => through_memory(e),
+        }
     })
 }
