@@ -6,7 +6,8 @@
 //! loads and stores index whole elements of their buffer, and a vector access of `n` lanes
 //! reads `n` consecutive elements from an index that is a multiple of `n` (renderers use
 //! aligned vector instructions; the reference device faults on a misaligned one); `trap`
-//! ends the whole dispatch with its code.
+//! ends the whole dispatch with its code; cluster operations appear only in the clustered
+//! form of a `clustered`, and a kernel's `clustered` statements share one cluster shape.
 
 use crate::types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
 use cranelift_entity::{PrimaryMap, entity_impl};

@@ -9,6 +9,11 @@
 //!   hints, `trap(code)`, and where it waits for the previous dispatch (`GridWait`, with the
 //!   parameters it may read before: a kernel can load its weights while the dispatch before
 //!   it still runs).
+//! - Target-neutral does not mean lowest common denominator: `clustered` holds two forms of
+//!   one computation, with thread-block clusters (cluster arrivals and waits, stores into
+//!   another work-group's shared memory) and without, binding the same parameters, and each
+//!   renderer emits the form its capabilities allow (`without_clusters` gives the other), so
+//!   one plan serves every target.
 //! - Buffers are arrays of 32-bit elements bound in parameter order; every shape is baked
 //!   into the kernel, and anything that changes per step is loaded from a slot buffer.
 //! - Kernels serialize (serde), so a bundle's reference target carries them as they are.
