@@ -346,11 +346,12 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let slot0 = e.kb.mul(rth, splits_v);
     let slot = e.kb.add(slot0, split);
     let pbase = e.kb.mul(slot, recv);
-    // In a cluster, this split's record in split 0's inbox (one record per split).
-    let inbox = s
-        .cluster
-        .map(|_| e.kb.shared(Scalar::F32, (s.splits * (d + 2)) as u32));
-    let ibase = e.kb.mul(split, recv);
+    // In a cluster: its shape, split 0's inbox (one record per split) and this split's
+    // record in it.
+    let cluster = s.cluster.map(|dims| {
+        let inbox = e.kb.shared(Scalar::F32, (s.splits * (d + 2)) as u32);
+        (dims, inbox, e.kb.mul(split, recv))
+    });
     let dst = e.kb.mul(rth, dv);
     let two = e.u(2);
     // The record's word `k` (0: max, 1: sum, 2 + dim: output): to split 0 in a cluster, to
@@ -361,8 +362,8 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             e.kb.store(part, at, x);
             Ok(())
         };
-        match (s.cluster, inbox) {
-            (Some(dims), Some(inbox)) => e.clustered(
+        match cluster {
+            Some((dims, inbox, ibase)) => e.clustered(
                 dims,
                 |e| {
                     let at = e.kb.add(ibase, k);
@@ -371,10 +372,11 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
                 },
                 to_part,
             ),
-            _ => to_part(e),
+            None => to_part(e),
         }
     };
-    if let (Some(dims), Some(_)) = (s.cluster, part) {
+    // Clusters form only from 2 splits up, so they always come with records.
+    if let Some((dims, _, _)) = cluster {
         // Every split has arrived (first thing) before any remote store lands.
         s.mode.run(e, false, |e| {
             e.clustered(
@@ -429,9 +431,9 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
                 combine(e, out, (part, slot0, rth), dims, s.n_live)
             })
         };
-        match (s.cluster, inbox) {
+        match cluster {
             // Split 0 combines once every live split's record is in its inbox.
-            (Some(cdims), Some(inbox)) => e.clustered(
+            Some((cdims, inbox, _)) => e.clustered(
                 cdims,
                 |e| {
                     e.kb.cluster_arrive(true);
@@ -443,7 +445,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
                 },
                 through_memory,
             ),
-            _ => through_memory(e),
+            None => through_memory(e),
         }
     })
 }
