@@ -17,9 +17,12 @@
 //! to zero, so the result does not depend on which split finishes last and the counters are
 //! zero between dispatches. Where the device runs work-groups in clusters and there are 2 to
 //! `MAX_CLUSTER` splits (`Inst::Clustered`), the splits of a (row, token, head) form one
-//! cluster instead: each live split stores its record into split 0's shared memory, all
-//! meet at a cluster barrier, and split 0 combines them the same way, with no fence, counter
-//! or scratch (which stay bound for devices without clusters). With a fused write
+//! cluster instead: where several splits are live, each live split arrives at the cluster
+//! barrier first thing and waits on it (every live split started) before it stores its record
+//! into split 0's shared memory; all meet at the barrier again, and split 0 combines the records
+//! the same way, with no fence, counter or scratch (which stay bound for devices without
+//! clusters). Splits past the prefix exit without arriving (the barrier counts only threads
+//! that have not exited), and a split alone touches no cluster barrier. With a fused write
 //! (`KvWrite`), exactly one work-group stores each
 //! new row (the group's first query head, in the split holding the position), and no
 //! work-group uses the cache's copy of that row: every reader computes it into shared memory.
@@ -133,23 +136,10 @@ pub fn attention(
     let splits = c.div_ceil(chunk);
     let rec = d + 2;
     // Where the device has clusters, a (row, token, head)'s splits form one: the records go
-    // straight into split 0's shared memory. Each thread arrives first thing, so its wait
-    // before the first remote store finds every split started. That arrival orders nothing:
-    // with release ordering SmolLM2's decode step took 13 us longer below position 128 on the
-    // H200, relaxed 3-6 us (BENCHMARKS.md, twenty-third session).
+    // straight into split 0's shared memory (`split_body`).
     let cluster = (2..=MAX_CLUSTER)
         .contains(&splits)
         .then_some([1, splits as u32, 1]);
-    if let Some(dims) = cluster {
-        e.clustered(
-            dims,
-            |e| {
-                e.kb.cluster_arrive(false);
-                Ok(())
-            },
-            |_| Ok(()),
-        )?;
-    }
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let hv = e.u(h);

@@ -84,6 +84,23 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let subn = s.sub as usize;
     let span = ATT_WARPS * subn;
     let a = s.a;
+    // In a cluster, every live split arrives first thing where several are live, so that
+    // each one's wait before its first remote store finds every live split started. The
+    // arrival orders nothing: with release ordering SmolLM2's decode step took 13 us longer
+    // below position 128 on the H200, relaxed 3-6 us, and arriving even where a split is alone
+    // cost those 3-6 us (BENCHMARKS.md, twenty-third and twenty-fourth sessions).
+    if let Some(dims) = s.cluster {
+        e.clustered(
+            dims,
+            |e| {
+                s.mode.run(e, false, |e| {
+                    e.kb.cluster_arrive(false);
+                    Ok(())
+                })
+            },
+            |_| Ok(()),
+        )?;
+    }
     let cache = if s.write.is_some() {
         Access::ReadWrite
     } else {
@@ -377,7 +394,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     };
     // Clusters form only from 2 splits up, so they always come with records.
     if let Some((dims, _, _)) = cluster {
-        // Every split has arrived (first thing) before any remote store lands.
+        // Every live split has arrived (first thing) before any remote store lands.
         s.mode.run(e, false, |e| {
             e.clustered(
                 dims,
