@@ -15,17 +15,17 @@
 //! (row, token, head)'s counter; the split that counts last fences again, weighs each record
 //! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
 //! to zero, so the result does not depend on which split finishes last and the counters are
-//! zero between dispatches. Where the device runs work-groups in clusters and there are 2 to
-//! `MAX_CLUSTER` splits (`Inst::Clustered`), the splits of a (row, token, head) form one
-//! cluster instead: where several splits are live, each live split arrives at the cluster
-//! barrier first thing and waits on it (every live split started) before it stores its record
-//! into split 0's shared memory; all meet at the barrier again, and split 0 combines the records
-//! the same way, with no fence, counter or scratch (which stay bound for devices without
-//! clusters). Splits past the prefix exit without arriving (the barrier counts only threads
-//! that have not exited), and a split alone touches no cluster barrier. With a fused write
-//! (`KvWrite`), exactly one work-group stores each
-//! new row (the group's first query head, in the split holding the position), and no
-//! work-group uses the cache's copy of that row: every reader computes it into shared memory.
+//! zero between dispatches. Where the device runs work-groups in clusters and a decode
+//! attention (one token a row) has 2 to `MAX_CLUSTER` splits (`Inst::Clustered`), the splits of
+//! a (row, head) form one cluster instead: where several splits are live, each live split
+//! arrives at the cluster barrier first thing and waits on it (every live split started) before
+//! it stores its record into split 0's shared memory; all meet at the barrier again, and split
+//! 0 combines the records the same way, with no fence, counter or scratch (which stay bound for
+//! devices without clusters). Splits past the prefix exit without arriving (the barrier counts
+//! only threads that have not exited), and a split alone touches no cluster barrier. With a
+//! fused write (`KvWrite`), exactly one work-group stores each new row (the group's first query
+//! head, in the split holding the position), and no work-group uses the cache's copy of that
+//! row: every reader computes it into shared memory.
 //!
 //! `split` emits one split's work-group, `scores` its keys and their products with the query,
 //! `combine` the combine of the last split to finish.
@@ -135,11 +135,11 @@ pub fn attention(
     let chunk = ATT_WARPS * sub as usize;
     let splits = c.div_ceil(chunk);
     let rec = d + 2;
-    // Where the device has clusters, a (row, token, head)'s splits form one: the records go
-    // straight into split 0's shared memory (`split_body`).
-    let cluster = (2..=MAX_CLUSTER)
-        .contains(&splits)
-        .then_some([1, splits as u32, 1]);
+    // Where the device has clusters, a decode attention's (row, head) splits form one: the
+    // records go straight into split 0's shared memory (`split_body`). A prefill's grid has a
+    // row of splits for every token, and there clusters cost more than they save: SmolLM2's
+    // 64-token chunk took 7% longer on the H200 (BENCHMARKS.md, twenty-fourth session).
+    let cluster = (t == 1 && (2..=MAX_CLUSTER).contains(&splits)).then_some([1, splits as u32, 1]);
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let hv = e.u(h);
