@@ -22,7 +22,8 @@ use poot_ir::{Op, Value};
 use poot_kir::Kernel;
 use std::collections::{BTreeMap, HashMap};
 
-const ALIGN: u64 = 256;
+/// The alignment of every offset in an arena, in bytes.
+pub(crate) const ALIGN: u64 = 256;
 
 fn align(x: u64) -> u64 {
     x.div_ceil(ALIGN) * ALIGN
@@ -214,7 +215,7 @@ impl<'m> Planner<'m> {
                     Buf::Value(_) if read_at.contains_key(b) => continue,
                     Buf::Value(v) => bytes_of(*v),
                     Buf::Scratch(..) => p.scratch.get(b).copied().unwrap_or(0),
-                    Buf::Table(_) | Buf::Counters | Buf::Ahead(_) => continue,
+                    Buf::Table(_) | Buf::Counters(_) | Buf::Ahead(_) => continue,
                 };
                 let e = life.entry(*b).or_insert((i, i, len));
                 e.1 = i;
@@ -283,7 +284,10 @@ impl<'m> Planner<'m> {
                         scratch_at[b],
                         p.scratch.get(b).copied().unwrap_or(0),
                     ),
-                    Buf::Counters => (Arena::State, counters_at, counters),
+                    Buf::Counters(n) => {
+                        let skip = 4 * u64::from(n);
+                        (Arena::State, counters_at + skip, counters - skip)
+                    }
                     // Bound for a prefetch only: not counted as read.
                     Buf::Ahead(v) => match &g.nodes[v].op {
                         Op::Weight(role) => {

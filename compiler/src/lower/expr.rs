@@ -30,10 +30,12 @@ pub enum Buf {
     Table(usize),
     /// Kernel-private scratch `i` of the kernel computing a value.
     Scratch(Value, u32),
-    /// Counters (`u32`) that are zero between dispatches: a kernel that changes one restores
-    /// it to zero before it ends, so every dispatch of a step may share them. They persist
-    /// across steps (zeroed at allocation and by `reset_state`).
-    Counters,
+    /// Counters (`u32`) that are zero between dispatches, from word `n` of the entry's counters
+    /// region: a kernel that changes one restores it to zero before it ends, so every
+    /// dispatch of a step may share them. They persist across steps (zeroed at allocation and
+    /// by `reset_state`). A kernel binds them from word 0; a merged kernel binds each member's
+    /// at its own offset (`merge`).
+    Counters(u32),
     /// The weights of a value, bound to a dispatch that only prefetches them for the next
     /// dispatch (`prefetch`): it reads none of them.
     Ahead(Value),
@@ -100,7 +102,7 @@ impl<'a> Emit<'a> {
             },
             Buf::Table(_) => "table".to_string(),
             Buf::Scratch(..) => "scratch".to_string(),
-            Buf::Counters => "counters".to_string(),
+            Buf::Counters(_) => "counters".to_string(),
             Buf::Ahead(_) => "ahead".to_string(),
         };
         let m = self.kb.param(&name, elem, access);
@@ -133,7 +135,7 @@ impl<'a> Emit<'a> {
     }
 
     /// Runs `body` in the one work-group that is the last of `count` to count itself in
-    /// word `index` of `Buf::Counters`. Every work-group fences and passes a barrier before
+    /// word `index` of `Buf::Counters(0)`. Every work-group fences and passes a barrier before
     /// it counts, so everything any of them stored is visible to the last one, which fences
     /// again, runs `body` and restores the counter to zero before the dispatch ends.
     pub fn last_to_arrive(
@@ -142,7 +144,7 @@ impl<'a> Emit<'a> {
         count: Val,
         body: impl FnOnce(&mut Self) -> Result<()>,
     ) -> Result<()> {
-        let counters = self.mem(Buf::Counters, KS::U32, Access::ReadWrite);
+        let counters = self.mem(Buf::Counters(0), KS::U32, Access::ReadWrite);
         let arrived_at = self.kb.shared(KS::U32, 1);
         self.kb.fence();
         self.kb.barrier();

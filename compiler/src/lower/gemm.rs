@@ -47,11 +47,11 @@ const MAX_STEP_UNITS: usize = 4;
 /// `side_by_side`) are fewer than half as many, `k` is split over `group_id.z` until they are
 /// this many (about two per SM of a large GPU such as the H200's 132), so a few rows do not
 /// run as a few long, latency-bound work-groups. A split dispatch counts its parts in
-/// `Buf::Counters`, so it is not merged with its neighbours. On the H200 (SmolLM2, CUDA)
-/// splitting every grid under 264 tiles took the 16-token chunk from 1751.6 to 1385.1 us but
-/// the 64-token one from 2898.0 to 2953.8 us (its 144-tile grids split in two, its q/k/v no
-/// longer merged); splitting each grid under 132 alone, 3255.3 us (its 48-tile k and v
-/// split, its q/k/v no longer merged).
+/// `Buf::Counters`; merged with its neighbours (`merge`), each counts in words of its own. On
+/// the H200 (SmolLM2, CUDA) splitting every grid under 264 tiles took the 16-token chunk from
+/// 1751.6 to 1385.1 us but the 64-token one from 2898.0 to 2953.8 us (its 144-tile grids
+/// split in two, its q/k/v, split, no longer merged then); splitting each grid under 132
+/// alone, 3255.3 us (its 48-tile k and v split, its q/k/v no longer merged).
 const TARGET_GROUPS: usize = 264;
 const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
 

@@ -9,7 +9,10 @@
 //! takes the first merged array of its element type that no earlier array of the same member
 //! took, grown to the longest, so the merged kernel needs the most shared memory of any
 //! member, not their sum. Where a member places its own grid wait, the others wait first
-//! thing, so every path through the merged kernel waits exactly once.
+//! thing, so every path through the merged kernel waits exactly once. Members that count in
+//! `Buf::Counters` count in words of their own: each binds the counters from its own offset,
+//! after the words of the members before it (rounded up to the planner's alignment), so
+//! counters never make two dispatches dependent.
 
 use super::Dispatch;
 use super::expr::Buf;
@@ -20,16 +23,26 @@ use std::collections::HashSet;
 /// Most dispatches one merged kernel holds.
 const MAX_MEMBERS: usize = 4;
 
+/// Words between the counters of two merged members: the planner's alignment, so that each
+/// member's binding stays aligned.
+const COUNTER_STRIDE: usize = (crate::plan::ALIGN / 4) as usize;
+
+/// The buffers `d` writes, but the counters (a merged member gets words of its own).
 fn writes(d: &Dispatch) -> HashSet<Buf> {
     d.args
         .iter()
-        .filter(|(_, a)| *a != Access::Read)
+        .filter(|(b, a)| *a != Access::Read && !matches!(b, Buf::Counters(_)))
         .map(|(b, _)| *b)
         .collect()
 }
 
+/// The buffers `d` reads or writes, but the counters.
 fn touches(d: &Dispatch) -> HashSet<Buf> {
-    d.args.iter().map(|(b, _)| *b).collect()
+    d.args
+        .iter()
+        .filter(|(b, _)| !matches!(b, Buf::Counters(_)))
+        .map(|(b, _)| *b)
+        .collect()
 }
 
 fn independent(group: &[&Dispatch], d: &Dispatch, kernels: &[Kernel]) -> bool {
@@ -188,7 +201,9 @@ impl Remap {
 }
 
 /// One kernel running `members` side by side over x.
-fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)>, [u32; 3]) {
+fn merge_kernels(
+    members: &[(&Kernel, &Dispatch)],
+) -> (Kernel, Vec<(Buf, Access)>, [u32; 3], usize) {
     let first = members[0].0;
     let mut types: PrimaryMap<Val, Ty> = PrimaryMap::new();
     let gx = types.push(Ty::U32);
@@ -198,6 +213,8 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
     let mut prelude = vec![Inst::Let(gx, Expr::Special(Special::GroupX))];
     let mut bodies = Vec::new();
     let mut start = 0u32;
+    // The counters' words the members before this one use, and all members.
+    let (mut next, mut counters) = (0, 0);
     // Where a member places its own grid wait, every path of the merged kernel waits once:
     // the other members at their start, and the empty last branch.
     let waits = members.iter().any(|(k, _)| poot_kir::has_wait(&k.body));
@@ -213,14 +230,25 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
         for (_, t) in k.types.iter() {
             types.push(*t);
         }
+        // This member's counters from word `next` on.
+        let at = next as u32;
+        let own = |&(b, a): &(Buf, Access)| match b {
+            Buf::Counters(n) => (Buf::Counters(n + at), a),
+            _ => (b, a),
+        };
+        if d.counters > 0 {
+            counters = next + d.counters;
+            next = counters.next_multiple_of(COUNTER_STRIDE);
+        }
         let map: Vec<u32> = d
             .args
             .iter()
+            .map(own)
             .zip(&k.params)
-            .map(|(arg, p)| match args.iter().position(|a| a == arg) {
+            .map(|(arg, p)| match args.iter().position(|a| *a == arg) {
                 Some(i) => i as u32,
                 None => {
-                    args.push(*arg);
+                    args.push(arg);
                     params.push(p.clone());
                     (args.len() - 1) as u32
                 }
@@ -285,7 +313,7 @@ fn merge_kernels(members: &[(&Kernel, &Dispatch)]) -> (Kernel, Vec<(Buf, Access)
         types,
         body: prelude,
     };
-    (kernel, args, grid)
+    (kernel, args, grid, counters)
 }
 
 /// Merges runs of adjacent independent dispatches; returns the new kernels and dispatches.
@@ -305,7 +333,7 @@ pub fn merge(kernels: &[Kernel], dispatches: &[Dispatch]) -> Vec<(Kernel, Dispat
         } else {
             let members: Vec<(&Kernel, &Dispatch)> =
                 group.iter().map(|d| (&kernels[d.kernel], *d)).collect();
-            let (k, args, grid) = merge_kernels(&members);
+            let (k, args, grid, counters) = merge_kernels(&members);
             let work = group.iter().map(|d| d.work).sum();
             let name = group
                 .iter()
@@ -329,6 +357,7 @@ pub fn merge(kernels: &[Kernel], dispatches: &[Dispatch]) -> Vec<(Kernel, Dispat
                     grid,
                     args,
                     work,
+                    counters,
                 },
             ));
         }

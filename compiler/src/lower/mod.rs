@@ -52,6 +52,8 @@ pub struct Dispatch {
     pub args: Vec<(Buf, Access)>,
     /// Bytes the dispatch reads.
     pub work: u64,
+    /// Words of the counters region the dispatch uses, from word 0 (`Buf::Counters`).
+    pub counters: usize,
 }
 
 /// A lowered step.
@@ -64,7 +66,8 @@ pub struct Program {
     pub dispatches: Vec<Dispatch>,
     /// Bytes of each kernel-private scratch buffer.
     pub scratch: BTreeMap<Buf, u64>,
-    /// Words of `Buf::Counters` the dispatches use (the most any one uses).
+    /// Words of the counters region (`Buf::Counters`) the dispatches use (the most any one
+    /// uses).
     pub counters: usize,
     /// Each output's buffer.
     pub outputs: Vec<(String, Buf)>,
@@ -79,7 +82,6 @@ struct Builder<'t> {
     by_text: HashMap<String, usize>,
     dispatches: Vec<Dispatch>,
     scratch: BTreeMap<Buf, u64>,
-    counters: usize,
 }
 
 impl Builder<'_> {
@@ -117,12 +119,12 @@ impl Builder<'_> {
                 self.scratch.insert(Buf::Scratch(*v, i as u32), *bytes);
             }
         }
-        self.counters = self.counters.max(launch.counters);
         self.dispatches.push(Dispatch {
             kernel: index,
             grid: launch.grid,
             args: params.into_iter().zip(access).collect(),
             work: launch.work,
+            counters: launch.counters,
         });
         Ok(())
     }
@@ -161,7 +163,6 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         by_text: HashMap::new(),
         dispatches: Vec::new(),
         scratch: BTreeMap::new(),
-        counters: 0,
     };
     // Each attention, with the decode cache update that only it reads (written by it).
     let mut attns = HashMap::new();
@@ -285,6 +286,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         check_early(g, &kernels[index], &d)?;
         dispatches.push(d);
     }
+    let counters = dispatches.iter().map(|d| d.counters).max().unwrap_or(0);
     let buf = |v: Value| -> Result<Buf> {
         pl.buffer_of(v)
             .map(Buf::Value)
@@ -313,7 +315,7 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
         kernels,
         dispatches,
         scratch: b.scratch,
-        counters: b.counters,
+        counters,
         outputs,
         states,
     })
@@ -373,6 +375,7 @@ mod tests {
                 .map(|&v| (Buf::Value(v), Access::Read))
                 .collect(),
             work: 0,
+            counters: 0,
         };
         check_early(&g, &k, &d)
     }
