@@ -43,16 +43,20 @@ const TN: usize = 16;
 const UNIT: usize = 32;
 /// The most units per step of `k`.
 const MAX_STEP_UNITS: usize = 4;
-/// Work-groups a tiled matmul aims for: where the tiles running side by side (see
-/// `side_by_side`) are fewer than half as many, `k` is split over `group_id.z` until they are
-/// this many (about two per SM of a large GPU such as the H200's 132), so a few rows do not
-/// run as a few long, latency-bound work-groups. A split dispatch counts its parts in
-/// `Buf::Counters`; merged with its neighbours (`merge`), each counts in words of its own. On
-/// the H200 (SmolLM2, CUDA) splitting every grid under 264 tiles took the 16-token chunk from
-/// 1751.6 to 1385.1 us but the 64-token one from 2898.0 to 2953.8 us (its 144-tile grids
-/// split in two, its q/k/v, split, no longer merged then); splitting each grid under 132
-/// alone, 3255.3 us (its 48-tile k and v split, its q/k/v no longer merged).
-const TARGET_GROUPS: usize = 264;
+/// Work-groups a tiled matmul aims for, by the rows a thread computes: where the tiles
+/// running side by side (see `side_by_side`) are fewer than half as many, `k` is split over
+/// `group_id.z` until they are this many, so a few rows do not run as a few long,
+/// latency-bound work-groups. A split dispatch counts its parts in `Buf::Counters`; merged
+/// with its neighbours (`merge`), each counts in words of its own. On the H200 (SmolLM2,
+/// CUDA, `poot bench`, us a chunk; BENCHMARKS.md, twenty-fourth session), with the split q/k/v
+/// merged, aiming for 264 (two per SM), 396 and 528 work-groups took the 64-token chunk (four
+/// rows a thread) 2092-2105, 1934-1940 and 2019-2022, the 16-token chunk (one row a thread)
+/// 1169-1176, 1110-1111 and 1053-1056: a thread with fewer rows has less work to split. Two
+/// rows a thread (32 to 63 rows) take the one-row target, not measured apart.
+fn target_groups(rows_per_thread: usize) -> usize {
+    if rows_per_thread >= 4 { 396 } else { 528 }
+}
+
 const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
 
 /// Rows each thread computes for a matmul of `rows` input rows: four (a 64-row tile) for a
@@ -114,13 +118,14 @@ pub fn side_by_side(g: &Graph, pl: &Placement, mms: &[Value]) -> usize {
     tiles(g, mms[0]) + others
 }
 
-/// Parts `k`'s `steps` are split into where `groups` tiles run side by side (see
-/// `TARGET_GROUPS`).
-fn k_splits(steps: usize, groups: usize) -> usize {
-    if 2 * groups >= TARGET_GROUPS {
+/// Parts `k`'s `steps` are split into where `groups` tiles of `rm` rows a thread run side by
+/// side (see `target_groups`).
+fn k_splits(steps: usize, groups: usize, rm: usize) -> usize {
+    let target = target_groups(rm);
+    if 2 * groups >= target {
         1
     } else {
-        TARGET_GROUPS.div_ceil(groups).clamp(1, steps.max(1))
+        target.div_ceil(groups).clamp(1, steps.max(1))
     }
 }
 
@@ -273,7 +278,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let zero = e.kb.f32(0.0);
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
-    let ks = k_splits(steps, side);
+    let ks = k_splits(steps, side, rm);
     // This work-group's steps: part `group_id.z` of `ks`.
     let z = e.kb.special(Special::GroupZ);
     let steps_v = e.u(steps);
