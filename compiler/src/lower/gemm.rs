@@ -47,14 +47,16 @@ const MAX_STEP_UNITS: usize = 4;
 /// running side by side (see `side_by_side`) are fewer than half as many, `k` is split over
 /// `group_id.z` until they are this many, so a few rows do not run as a few long,
 /// latency-bound work-groups. A split dispatch counts its parts in `Buf::Counters`; merged
-/// with its neighbours (`merge`), each counts in words of its own. On the H200 (SmolLM2,
-/// CUDA, `poot bench`, us a chunk; BENCHMARKS.md, twenty-fourth session), with the split q/k/v
-/// merged, aiming for 264 (two per SM), 396 and 528 work-groups took the 64-token chunk (four
-/// rows a thread) 2092-2105, 1934-1940 and 2019-2022, the 16-token chunk (one row a thread)
-/// 1169-1176, 1110-1111 and 1053-1056: a thread with fewer rows has less work to split. Two
-/// rows a thread (32 to 63 rows) take the one-row target, not measured apart.
+/// with its neighbours (`merge`), each counts in words of its own. On the H200 (CUDA, `poot
+/// bench`, us a chunk; BENCHMARKS.md, twenty-fourth session), with the split q/k/v merged,
+/// aiming for 264 (two per SM), 396 and 528 work-groups took SmolLM2's 64-token chunk (four
+/// rows a thread) 2092-2105, 1934-1940 and 2019-2022, its 16-token chunk (one row a thread)
+/// 1169-1176, 1110-1111 and 1053-1056: a thread with fewer rows has less work to split. For
+/// four rows, 330, 396 and 462 then took SmolLM2's 64-token chunk 1957-1971, 1930-1955 and
+/// 1894-1903, and 396 and 462 Qwen2.5-0.5B's 4019-4025 and 3897-3906. Two rows a thread (32 to
+/// 63 rows) take the one-row target, not measured apart.
 fn target_groups(rows_per_thread: usize) -> usize {
-    if rows_per_thread >= 4 { 396 } else { 528 }
+    if rows_per_thread >= 4 { 462 } else { 528 }
 }
 
 const _: () = assert!(THREADS == 8 * TM && TN == 2 * 8);
