@@ -39,7 +39,8 @@
 //!   else nothing.
 //! - A `clustered` renders one form: on targets with clusters ([`PtxTarget::clusters`]) the
 //!   clustered one, and the entry declares its shape (`.reqnctapercluster`, which the driver
-//!   honours at any launch); elsewhere the one without. Cluster arrivals and waits are
+//!   honours at any launch); elsewhere `render` takes `poot_kir::without_clusters`' kernel
+//!   first, which also drops the shared arrays only the clustered form uses. Cluster arrivals and waits are
 //!   `barrier.cluster.arrive{.release,.relaxed}.aligned` and `barrier.cluster.wait.acquire.
 //!   aligned` (uniform per warp, like `barrier`), and a remote store is `mapa.shared::cluster`
 //!   of the local address, then `st.shared::cluster`.
@@ -68,6 +69,13 @@ use poot_kir::Kernel;
 /// Renders `kernel` as a PTX module for `target`.
 pub fn render(kernel: &Kernel, target: &PtxTarget) -> Result<String> {
     poot_kir::verify(kernel)?;
+    let flat;
+    let kernel = if target.clusters {
+        kernel
+    } else {
+        flat = poot_kir::without_clusters(kernel);
+        &flat
+    };
     target.check(kernel)?;
     writer::Writer::new(kernel, target).write()
 }

@@ -301,14 +301,14 @@ impl<'a> Writer<'a> {
                 emit!(self, "fence.acq_rel.gpu;");
                 Ok(())
             }
-            Inst::Clustered { dims, then, els } => {
+            // `render` removes clusters first where the target has none.
+            Inst::Clustered { dims, then, .. } => {
+                if !self.t.clusters {
+                    return Err(self.unsupported("a clustered statement".into()));
+                }
                 let [x, y, z] = dims;
-                let form = if self.t.clusters { "" } else { "out" };
-                emit!(
-                    self,
-                    "// clustered {x}x{y}x{z}: the form with{form} clusters"
-                );
-                self.block(if self.t.clusters { then } else { els })
+                emit!(self, "// clustered {x}x{y}x{z}: the form with clusters");
+                self.block(then)
             }
             Inst::ClusterArrive { .. } | Inst::ClusterWait => {
                 if !self.t.clusters {

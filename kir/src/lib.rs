@@ -12,8 +12,8 @@
 //! - Target-neutral does not mean lowest common denominator: `clustered` holds two forms of
 //!   one computation, with thread-block clusters (cluster arrivals and waits, stores into
 //!   another work-group's shared memory) and without, binding the same parameters, and each
-//!   renderer emits the form its capabilities allow (`without_clusters` gives the other), so
-//!   one plan serves every target.
+//!   renderer emits the form its capabilities allow (`without_clusters` gives the other, with
+//!   only the shared arrays that form uses), so one plan serves every target.
 //! - Buffers are arrays of 32-bit elements bound in parameter order; every shape is baked
 //!   into the kernel, and anything that changes per step is loaded from a slot buffer.
 //! - Kernels serialize (serde), so a bundle's reference target carries them as they are.
@@ -23,13 +23,15 @@
 mod builder;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+mod forms;
 mod kernel;
 mod print;
 mod types;
 mod verify;
 
 pub use builder::KernelBuilder;
+pub use forms::{cluster_dims, without_clusters};
 pub use kernel::{Access, Carried, Expr, Inst, Kernel, Mem, Param, SharedArray, Val};
 pub use print::{expr_text, mem_text, print};
 pub use types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
-pub use verify::{VerifyError, cluster_dims, early_params, has_wait, verify, without_clusters};
+pub use verify::{VerifyError, early_params, has_wait, verify};

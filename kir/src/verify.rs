@@ -399,44 +399,6 @@ pub fn has_wait(insts: &[Inst]) -> bool {
     })
 }
 
-/// `k` as a device without clusters runs it: every `Clustered` replaced by its form
-/// without clusters, in place. The result has no cluster operation.
-pub fn without_clusters(k: &Kernel) -> Kernel {
-    fn flat(insts: &mut Vec<Inst>) {
-        let mut out = Vec::with_capacity(insts.len());
-        for mut i in insts.drain(..) {
-            match &mut i {
-                Inst::Clustered { els, .. } => {
-                    flat(els);
-                    out.append(els);
-                    continue;
-                }
-                Inst::If { then, els, .. } => {
-                    flat(then);
-                    flat(els);
-                }
-                Inst::For { body, .. } => flat(body),
-                _ => {}
-            }
-            out.push(i);
-        }
-        *insts = out;
-    }
-    let mut k = k.clone();
-    flat(&mut k.body);
-    k
-}
-
-/// The cluster shape of the first `Clustered` in `insts` (at any depth), if any.
-pub fn cluster_dims(insts: &[Inst]) -> Option<[u32; 3]> {
-    insts.iter().find_map(|i| match i {
-        Inst::Clustered { dims, .. } => Some(*dims),
-        Inst::If { then, els, .. } => cluster_dims(then).or_else(|| cluster_dims(els)),
-        Inst::For { body, .. } => cluster_dims(body),
-        _ => None,
-    })
-}
-
 /// The parameters some `GridWait` of `insts` (at any depth) lets the kernel read before it.
 pub fn early_params(insts: &[Inst]) -> HashSet<u32> {
     let mut out = HashSet::new();

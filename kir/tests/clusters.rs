@@ -120,4 +120,47 @@ fn without_clusters_keeps_the_other_form_in_place() {
         matches!(then.as_slice(), [Inst::Let(..), Inst::Store { .. }]),
         "{text}"
     );
+    // The inbox only the clustered form stores to is not declared without clusters.
+    assert!(flat.shared.is_empty(), "{text}");
+}
+
+#[test]
+fn without_clusters_drops_only_the_unused_shared_arrays_and_renumbers_the_rest() {
+    // Arrays: 0 (the inbox, clustered form only), 1 (both forms), 2 (outside any clustered).
+    let k = kernel(|b, m, t| {
+        let both = b.shared(Scalar::F32, 8);
+        let outside = b.shared(Scalar::U32, 4);
+        exchange(b, m, t, [2, 1, 1]);
+        let v = b.load(m[0], t, 1);
+        b.begin();
+        b.store(both, t, v);
+        let with = b.end();
+        b.begin();
+        b.store(both, t, v);
+        let without = b.end();
+        b.finish_clustered([2, 1, 1], with, without);
+        b.store(outside, t, t);
+    });
+    verify(&k).unwrap();
+    assert_eq!(k.shared.len(), 3);
+    let flat = without_clusters(&k);
+    verify(&flat).unwrap();
+    let text = print(&flat);
+    let lens: Vec<u32> = flat.shared.iter().map(|a| a.len).collect();
+    assert_eq!(lens, [8, 4], "{text}");
+    let stored: Vec<Mem> = flat
+        .body
+        .iter()
+        .filter_map(|i| match i {
+            Inst::Store { mem, .. } => Some(*mem),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        stored,
+        [Mem::Param(1), Mem::Shared(0), Mem::Shared(1)],
+        "{text}"
+    );
+    // The clustered kernel itself keeps all three.
+    assert_eq!(k.shared.len(), 3);
 }
