@@ -40,10 +40,10 @@
 //! - A `clustered` renders one form: on targets with clusters ([`PtxTarget::clusters`]) the
 //!   clustered one, and the entry declares its shape (`.reqnctapercluster`, which the driver
 //!   honours at any launch); elsewhere `render` takes `poot_kir::without_clusters`' kernel
-//!   first, which also drops the shared arrays only the clustered form uses. Cluster arrivals and waits are
-//!   `barrier.cluster.arrive{.release,.relaxed}.aligned` and `barrier.cluster.wait.acquire.
-//!   aligned` (uniform per warp, like `barrier`), and a remote store is `mapa.shared::cluster`
-//!   of the local address, then `st.shared::cluster`.
+//!   first, which also drops the shared arrays only the clustered form uses. Cluster
+//!   arrivals and waits are `barrier.cluster.arrive{.release,.relaxed}.aligned` and
+//!   `barrier.cluster.wait.acquire.aligned` (uniform per warp, like `barrier`), and a remote
+//!   store is `mapa.shared::cluster` of the local address, then `st.shared::cluster`.
 //! - Each kir `let` becomes its own few instructions, except the patterns `select` recognizes
 //!   (a byte of a word, possibly shifted to another byte, or'ed with a constant whose byte
 //!   there is zero: one `prmt.b32`) and

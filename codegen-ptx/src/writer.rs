@@ -226,7 +226,7 @@ impl<'a> Writer<'a> {
         }
         let [x, y, z] = k.workgroup;
         let _ = writeln!(s, ")\n.maxntid {x}, {y}, {z}");
-        if let Some([x, y, z]) = poot_kir::cluster_dims(&k.body).filter(|_| t.clusters) {
+        if let Some([x, y, z]) = poot_kir::cluster_dims(&k.body) {
             let _ = writeln!(s, ".reqnctapercluster {x}, {y}, {z}");
         }
         let _ = writeln!(s, "{{");
