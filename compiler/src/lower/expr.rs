@@ -305,6 +305,18 @@ impl<'a> Emit<'a> {
     /// after it. The loads issue while the previous dispatch runs, and nothing before the
     /// wait waits for them.
     pub fn early_loads<R>(&mut self, early: Vec<u32>, f: impl FnOnce(&mut Self) -> R) -> R {
+        let (r, loads, rest) = self.split_loads(f);
+        self.kb.append(loads);
+        self.kb.grid_wait(early);
+        self.kb.append(rest);
+        r
+    }
+
+    /// Runs `f`, whose statements must be `let`s, into a block of their own, and returns
+    /// its result with the block split in two, each in the original order: its loads with
+    /// the values their indices need, then the rest (which may use values of the first part,
+    /// so the parts must be placed in that order).
+    pub fn split_loads<R>(&mut self, f: impl FnOnce(&mut Self) -> R) -> (R, Vec<Inst>, Vec<Inst>) {
         self.kb.begin();
         let r = f(self);
         let block = self.kb.end();
@@ -321,10 +333,7 @@ impl<'a> Emit<'a> {
             .into_iter()
             .partition(|i| matches!(i, Inst::Let(v, _) if need.contains(v)));
         debug_assert!(rest.iter().all(|i| matches!(i, Inst::Let(..))));
-        self.kb.append(loads);
-        self.kb.grid_wait(early);
-        self.kb.append(rest);
-        r
+        (r, loads, rest)
     }
 
     /// `repeat` over `start + i * step` for `i < iters`, unrolled: round `i` runs the body

@@ -3,14 +3,19 @@
 //! matmuls; `rm` rows per thread, `rows_per_thread`), stepping through `k` by `u` units of 32
 //! weights (`step_units`): the step's inputs and dequantized weights go through shared
 //! memory, so every input and weight element is loaded once per tile instead of once per
-//! output column or row.
+//! output column or row. Every thread issues the loads of its step's weight units (outside
+//! any branch, so they leave with the input loads); the loading threads then decode theirs.
 //!
-//! Invariants: thread `t` loads input rows `t / 8 + 16 * i` (`i < rm`), inputs
-//! `4u * (t % 8) ..` of the step (adjacent threads read adjacent bytes); threads below
-//! `TN * u * nm` load one unit of weights each (matmul `t / (TN * u)`, column
+//! Invariants: thread `t` loads input rows `t / 8 + 16 * i` (`i < rm`), the vectors of 4
+//! inputs at `4 * (t % 8) + 32 * q` (`q < u`) of the step (adjacent threads read adjacent
+//! vectors), and stores them as they are, rows kept whole (`xt`, row stride `32u + 4`, so a
+//! subgroup's stores and its loads of four rows fall in distinct banks); threads below
+//! `TN * u * nm` decode one unit of weights each (matmul `t / (TN * u)`, column
 //! `t % (TN * u) / u`, unit `t % u` of the step, so adjacent threads read a column's adjacent
-//! units); every thread computes the same output rows, columns `2 * (t % 8)` and the next,
-//! of each matmul. Each output sums its products
+//! units; every thread loads that column's unit of each matmul, the others' loads unused),
+//! stored transposed (`wt`, units `unit_pad` floats apart); every thread computes
+//! the same output rows, columns `2 * (t % 8)` and the next, of each matmul, reading each of
+//! its rows four inputs at a time. Each output sums its products
 //! in `k` order. An RMS norm in the prologue multiplies each input by its norm weight before
 //! the sum and the row's `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading
 //! threads add their squares in a butterfly, so all hold the same bits). Barriers sit
@@ -26,7 +31,7 @@ use super::place::{Place, Placement};
 use super::quant::unit;
 use crate::Result;
 use poot_ir::{Graph, Op, Value};
-use poot_kir::{Access, BinOp, CmpOp, Mem, Scalar, Special, Val};
+use poot_kir::{Access, BinOp, CmpOp, Inst, Mem, Scalar, Special, Val};
 
 /// Input rows from which a matmul runs as tiles; fewer (decode steps) use the GEMV template.
 pub const TILE_MIN_ROWS: usize = 16;
@@ -83,13 +88,23 @@ pub fn applies(g: &Graph, mm: Value) -> bool {
 }
 
 /// Units per step of `k`: the most, up to `MAX_STEP_UNITS`, that divide the row's units and
-/// keep a step of `tm` rows and `nm` matmuls within `MAX_SHARED`, so a long row takes few
-/// steps (each waits for its loads about once).
+/// keep a step of `tm` rows and `nm` matmuls (`xt` and `wt` in `gemm`) within `MAX_SHARED`,
+/// so a long row takes few steps (each waits for its loads about once).
 fn step_units(k: usize, tm: usize, nm: usize) -> usize {
     (1..=MAX_STEP_UNITS)
         .rev()
-        .find(|&u| (k / UNIT).is_multiple_of(u) && 4 * UNIT * u * (tm + 1 + TN * nm) <= MAX_SHARED)
+        .find(|&u| {
+            let words = tm * (UNIT * u + 4) + UNIT * u * TN * nm + (u - 1) * unit_pad(u);
+            (k / UNIT).is_multiple_of(u) && 4 * words <= MAX_SHARED
+        })
         .unwrap_or(1)
+}
+
+/// Floats between the weights of two units in `wt`: a subgroup's loaders store `32 / u`
+/// columns of each of `u` units, so units `pad` apart put each store of a subgroup in a bank
+/// of its own (even, so the products' pairs of columns stay 8-byte aligned).
+fn unit_pad(u: usize) -> usize {
+    (UNIT / u) & !1
 }
 
 /// Tiles of matmul `mm`.
@@ -184,28 +199,40 @@ fn finish(e: &mut Emit, o: &Outputs, sums: &[Val], ssq: Val) -> Result<()> {
     Ok(())
 }
 
-/// Unit `unit` of column `col` of the matmul thread `local` loads for (`per` threads per
-/// matmul from `ws[i]` on), zeros for the threads past them.
-fn units(
-    e: &mut Emit,
-    ws: &[Weight],
-    i: usize,
-    per: usize,
-    [local, col, unit_at]: [Val; 3],
-    zero: Val,
-) -> Vec<Val> {
-    let Some(&(m, words, dt, rbytes)) = ws.get(i) else {
+/// A unit of weights whose loads are issued: the statements that decode it, and its 32
+/// weights once they have run.
+type Decode = (Vec<Inst>, Vec<Val>);
+
+/// Issues the loads of unit `unit` of column `col` of every matmul `ws`, in every thread
+/// (indices in range wherever the thread is), outside any branch, so they issue with the
+/// step's input loads; returns each unit's decoding, for `decode`.
+fn load_units(e: &mut Emit, ws: &[Weight], [col, unit_at]: [Val; 2]) -> Vec<Decode> {
+    ws.iter()
+        .map(|&(m, words, dt, rbytes)| {
+            let (w, loads, rest) = e.split_loads(|e| unit(e, m, words, dt, col, unit_at, rbytes));
+            e.kb.append(loads);
+            (rest, w)
+        })
+        .collect()
+}
+
+/// Decodes the unit of the matmul thread `local` loads for (`per` threads per matmul, from
+/// `units[i]` on), zeros for the threads past them.
+fn decode(e: &mut Emit, units: Vec<Decode>, i: usize, per: usize, local: Val) -> Vec<Val> {
+    let mut units = units.into_iter();
+    let Some((rest, w)) = units.next() else {
+        let zero = e.kb.f32(0.0);
         return vec![zero; UNIT];
     };
     let lim = e.u(per * (i + 1));
     let cond = e.kb.cmp(CmpOp::Lt, local, lim);
     e.kb.begin();
-    let then = unit(e, m, words, dt, col, unit_at, rbytes);
+    e.kb.append(rest);
     let then_b = e.kb.end();
     e.kb.begin();
-    let els = units(e, ws, i + 1, per, [local, col, unit_at], zero);
+    let els = decode(e, units.collect(), i + 1, per, local);
     let els_b = e.kb.end();
-    e.kb.finish_if(cond, then_b, then, els_b, els)
+    e.kb.finish_if(cond, then_b, w, els_b, els)
 }
 
 /// `x @ w^T` for one or two matmuls `mms` of the same `x` (a SwiGLU's gate and up), as
@@ -244,8 +271,8 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let u = step_units(k, tm, nm);
     let tk = UNIT * u;
     let kv = e.u(k);
-    let per_thread = e.u(4 * u);
-    let kpart = e.kb.mul(tc, per_thread);
+    let four = e.u(4);
+    let kpart = e.kb.mul(tc, four);
     let xbases: Vec<Val> = trows
         .iter()
         .map(|&(_, xr)| {
@@ -265,18 +292,20 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let wcol = e.kb.bin(BinOp::Min, wc, last_col);
     let loaders = e.u(per * nm);
     let loads_w = e.kb.cmp(CmpOp::Lt, local, loaders);
-    // Where the thread's unit goes in `wt` (`[tk][TN * nm]`): row `wu * 32 + j`, column
-    // `local / per * TN + local % per / u`.
+    // Where the thread's unit goes in `wt`: weight `j` of unit `wu` (step row `wu * 32 + j`)
+    // of column `local / per * TN + local % per / u`, at `w_at`'s place.
     let wrow = TN * nm;
+    let pad = unit_pad(u);
     let mi = e.kb.bin(BinOp::Div, local, per_v);
     let wcol_at = e.kb.mul(mi, tn);
     let wcol_at = e.kb.add(wcol_at, c_in);
-    let unit_row = e.u(UNIT * wrow);
+    let unit_row = e.u(UNIT * wrow + pad);
     let wdst = e.kb.mul(wu, unit_row);
     let wdst = e.kb.add(wdst, wcol_at);
-    let xs_stride = tm + 1;
-    let xt = e.kb.shared(Scalar::F32, (tk * xs_stride) as u32);
-    let wt = e.kb.shared(Scalar::F32, (tk * wrow) as u32);
+    let w_at = |kk: usize| kk * wrow + kk / UNIT * pad;
+    let xs_stride = tk + 4;
+    let xt = e.kb.shared(Scalar::F32, (tm * xs_stride) as u32);
+    let wt = e.kb.shared(Scalar::F32, w_at(tk - 1) as u32 + wrow as u32);
     let zero = e.kb.f32(0.0);
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
@@ -298,49 +327,54 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let sums_n = 2 * nm * rm;
     let init = vec![zero; sums_n + rm];
     let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
+        // The step's loads: each row's `u` vectors of inputs (row-major), the norm weight's
+        // `u` vectors, the units of weights; then the thread's unit decoded.
         let tkv = e.u(tk);
         let k0 = e.kb.mul(s, tkv);
-        let mut xv = vec![Vec::with_capacity(u); rm];
-        let mut nv = Vec::with_capacity(u);
-        for q in 0..u {
-            let o = e.u(4 * q);
-            for (xs, &xb) in xv.iter_mut().zip(&xbases) {
+        let mut xv = Vec::with_capacity(rm * u + u);
+        for &xb in &xbases {
+            for q in 0..u {
+                let o = e.u(32 * q);
                 let at = e.kb.add(xb, k0);
                 let at = e.kb.add(at, o);
-                xs.push(e.kb.load(xm, at, 4));
+                xv.push(e.kb.load(xm, at, 4));
             }
-            if let Some(nm_) = nwm {
+        }
+        if let Some(nm_) = nwm {
+            for q in 0..u {
+                let o = e.u(32 * q);
                 let at = e.kb.add(k0, kpart);
                 let at = e.kb.add(at, o);
-                nv.push(e.kb.load(nm_, at, 4));
+                xv.push(e.kb.load(nm_, at, 4));
             }
         }
         let su = e.kb.mul(s, uv);
         let unit_at = e.kb.add(su, wu);
-        let w = units(e, &ws, 0, per, [local, wcol, unit_at], zero);
-        let mut ssq = acc[sums_n..].to_vec();
+        let units = load_units(e, &ws, [wcol, unit_at]);
+        let w = decode(e, units, 0, per, local);
+        let mut ssq = acc[sums_n..sums_n + rm].to_vec();
         e.kb.barrier();
-        for (i, xs) in xv.iter().enumerate() {
+        for i in 0..rm {
             let ro = e.u(TM * i);
             let tri = e.kb.add(tr, ro);
-            for (q, &x4) in xs.iter().enumerate() {
-                for c in 0..4 {
-                    let x1 = e.kb.extract(x4, c as u8);
-                    let y = match nv.get(q) {
-                        Some(&n4) => {
+            let s_ = e.u(xs_stride);
+            let row_at = e.kb.mul(tri, s_);
+            let row_at = e.kb.add(row_at, kpart);
+            for q in 0..u {
+                let x4 = xv[i * u + q];
+                let y = match nwm {
+                    Some(_) => {
+                        for c in 0..4 {
+                            let x1 = e.kb.extract(x4, c);
                             ssq[i] = e.kb.fma(x1, x1, ssq[i]);
-                            let n1 = e.kb.extract(n4, c as u8);
-                            e.kb.mul(x1, n1)
                         }
-                        None => x1,
-                    };
-                    let cv = e.u(4 * q + c);
-                    let kk = e.kb.add(kpart, cv);
-                    let s_ = e.u(xs_stride);
-                    let at = e.kb.mul(kk, s_);
-                    let at = e.kb.add(at, tri);
-                    e.kb.store(xt, at, y);
-                }
+                        e.kb.mul(x4, xv[rm * u + q])
+                    }
+                    None => x4,
+                };
+                let o = e.u(32 * q);
+                let at = e.kb.add(row_at, o);
+                e.kb.store(xt, at, y);
             }
         }
         e.when(loads_w, |e| {
@@ -353,23 +387,36 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         })?;
         e.kb.barrier();
         let mut next = acc[..sums_n].to_vec();
-        for kk in 0..tk {
-            let xs: Vec<Val> = (0..rm)
-                .map(|i| {
-                    let o = e.u(kk * xs_stride + TM * i);
-                    let at = e.kb.add(o, tr);
-                    e.kb.load(xt, at, 1)
+        let row_ats: Vec<Val> = (0..rm)
+            .map(|i| {
+                let o = e.u(TM * i);
+                let r = e.kb.add(tr, o);
+                let s_ = e.u(xs_stride);
+                e.kb.mul(r, s_)
+            })
+            .collect();
+        for g in 0..tk / 4 {
+            let xs: Vec<Val> = row_ats
+                .iter()
+                .map(|&r| {
+                    let o = e.u(4 * g);
+                    let at = e.kb.add(r, o);
+                    e.kb.load(xt, at, 4)
                 })
                 .collect();
-            for mi in 0..nm {
-                let o = e.u(kk * wrow + mi * TN);
-                let at = e.kb.add(o, tc2);
-                let w2 = e.kb.load(wt, at, 2);
-                for j in 0..2 {
-                    let wj = e.kb.extract(w2, j as u8);
-                    for (i, &x1) in xs.iter().enumerate() {
-                        let a = (i * nm + mi) * 2 + j;
-                        next[a] = e.kb.fma(x1, wj, next[a]);
+            for c in 0..4 {
+                let kk = 4 * g + c;
+                for mi in 0..nm {
+                    let o = e.u(w_at(kk) + mi * TN);
+                    let at = e.kb.add(o, tc2);
+                    let w2 = e.kb.load(wt, at, 2);
+                    for j in 0..2 {
+                        let wj = e.kb.extract(w2, j as u8);
+                        for (i, &x4) in xs.iter().enumerate() {
+                            let x1 = e.kb.extract(x4, c as u8);
+                            let a = (i * nm + mi) * 2 + j;
+                            next[a] = e.kb.fma(x1, wj, next[a]);
+                        }
                     }
                 }
             }
