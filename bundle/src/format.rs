@@ -13,8 +13,9 @@ use crate::validate::validate;
 
 /// The first eight bytes of every bundle.
 pub const MAGIC: [u8; 8] = *b"POOTBNDL";
-/// The format version this crate writes, and the newest it reads.
-pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 2, minor: 2 };
+/// The format version this crate writes, and the newest it reads (minor 3: kernels may hold
+/// kir's `matrix` and `mma`, which a reader of minor 2 cannot decode).
+pub const FORMAT_VERSION: FormatVersion = FormatVersion { major: 2, minor: 3 };
 /// The weights section starts at a multiple of this many bytes (a page), so a mapped
 /// bundle's weights are page-aligned in memory.
 pub const SECTION_ALIGN: u64 = 4096;

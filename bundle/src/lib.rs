@@ -6,7 +6,7 @@
 //! the lookups the runtime needs ([`OpenedBundle::target`], [`OpenedBundle::entry`],
 //! [`OpenedBundle::weight`]) and [`inspect`]. It depends on no other poot crate.
 //!
-//! # Layout (format 2.2, all integers little-endian)
+//! # Layout (format 2.3, all integers little-endian)
 //!
 //! Minor versions only add: 2.1 (kernel IR for the reference target may hold
 //! `LaunchDependents`) and 2.2 (it may hold `GridWait`) read every older 2.x bundle, and an

@@ -175,11 +175,11 @@ fn wrong_major_version() {
     };
     assert_eq!(
         (found.major, found.minor, supported.major, supported.minor),
-        (3, 0, 2, 2)
+        (3, 0, 2, 3)
     );
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.2; \
+        "bundle <memory>: format version 3.0 is not supported: this poot reads 2.0 to 2.3; \
          recompile the bundle with a matching poot-compile"
     );
     let err = refused(assemble((1, 0), &encode(&manifest), &weights));
@@ -193,11 +193,11 @@ fn wrong_major_version() {
 #[test]
 fn newer_minor_version() {
     let (manifest, weights) = sample();
-    let err = refused(assemble((2, 3), &encode(&manifest), &weights));
+    let err = refused(assemble((2, 4), &encode(&manifest), &weights));
     assert!(matches!(err, BundleError::Version { .. }), "{err:?}");
     assert_eq!(
         err.to_string(),
-        "bundle <memory>: format version 2.3 is not supported: this poot reads 2.0 to 2.2; \
+        "bundle <memory>: format version 2.4 is not supported: this poot reads 2.0 to 2.3; \
          recompile the bundle with a matching poot-compile"
     );
 }

@@ -63,7 +63,7 @@ fn layout_is_the_documented_one() {
     let bytes = sample_bytes();
     assert_eq!(&bytes[..8], b"POOTBNDL");
     assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), 2);
-    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 2);
+    assert_eq!(u16::from_le_bytes([bytes[10], bytes[11]]), 3);
     assert_eq!(u32::from_le_bytes(bytes[12..16].try_into().unwrap()), 2);
     assert_eq!(read_u64(&bytes, table_field(0, 4)), MANIFEST_OFFSET as u64);
     let weights_offset = read_u64(&bytes, table_field(1, 4));
@@ -195,7 +195,7 @@ fn inspect_summarizes_the_bundle() {
     let bundle = open_bytes(sample_bytes()).unwrap();
     let expected = "\
 bundle <memory>
-  format 2.2, written by poot-compile test, 5649 B (5.5 KiB)
+  format 2.3, written by poot-compile test, 5649 B (5.5 KiB)
 model: llama, 1 layers, d_model 16, vocab 32, context 64
 text: tokenizer.json 24 B, chat template 14 B, bos 1, eos 2, add_bos true
 targets: ptx-sm90, reference

@@ -44,6 +44,10 @@
 //!   arrivals and waits are `barrier.cluster.arrive{.release,.relaxed}.aligned` and
 //!   `barrier.cluster.wait.acquire.aligned` (uniform per warp, like `barrier`), and a remote
 //!   store is `mapa.shared::cluster` of the local address, then `st.shared::cluster`.
+//! - A `matrix` renders its matrix form where the target has warp matrix multiply-accumulate
+//!   ([`PtxTarget::mma`]), else `render` takes `poot_kir::without_matrix`' kernel first; kir's
+//!   `mma` is `mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32` on the f32 patterns as they
+//!   are (kir requires them exact in tf32, so no conversion is needed).
 //! - Each kir `let` becomes its own few instructions, except the patterns `select` recognizes
 //!   (a byte of a word, possibly shifted to another byte, or'ed with a constant whose byte
 //!   there is zero: one `prmt.b32`) and
@@ -69,12 +73,18 @@ use poot_kir::Kernel;
 /// Renders `kernel` as a PTX module for `target`.
 pub fn render(kernel: &Kernel, target: &PtxTarget) -> Result<String> {
     poot_kir::verify(kernel)?;
-    let flat;
+    let (flat, plain);
     let kernel = if target.clusters {
         kernel
     } else {
         flat = poot_kir::without_clusters(kernel);
         &flat
+    };
+    let kernel = if target.mma {
+        kernel
+    } else {
+        plain = poot_kir::without_matrix(kernel);
+        &plain
     };
     target.check(kernel)?;
     writer::Writer::new(kernel, target).write()

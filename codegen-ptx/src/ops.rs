@@ -178,6 +178,35 @@ impl Writer<'_> {
                     self.subgroup_reduce(*op, s, rd, ra, v)?;
                 }
             }
+            Expr::Mma { a, b, c } => {
+                if !self.t.mma {
+                    return Err(self.unsupported("mma".into()));
+                }
+                // The tf32 operands are `.b32` registers: each f32 moves into one.
+                let mut bits = |r: &[Val]| {
+                    let r: Vec<String> = r
+                        .iter()
+                        .map(|&x| {
+                            let (t, f) = (self.reg(Class::B32), self.of(x)[0]);
+                            emit!(self, "mov.b32 {t}, {f};");
+                            t.to_string()
+                        })
+                        .collect();
+                    r.join(", ")
+                };
+                let (ra, rb) = (bits(a), bits(b));
+                let rc: Vec<String> = c.iter().map(|&x| self.of(x)[0].to_string()).collect();
+                let d: Vec<String> = d.iter().map(|x| x.to_string()).collect();
+                let (d, rc) = (d.join(", "), rc.join(", "));
+                emit!(
+                    self,
+                    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {{{}}}, {{{}}}, {{{}}}, {{{}}};",
+                    d,
+                    ra,
+                    rb,
+                    rc
+                );
+            }
             Expr::ShuffleXor(a, mask) => {
                 let s = self.ty(*a).scalar;
                 let (warp, clamp) = (self.t.warp, self.t.warp - 1);

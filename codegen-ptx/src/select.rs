@@ -24,7 +24,9 @@ fn definitions(k: &Kernel) -> HashMap<Val, &Expr> {
                 Inst::Let(v, e) => {
                     defs.insert(*v, e);
                 }
-                Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
+                Inst::If { then, els, .. }
+                | Inst::Clustered { then, els, .. }
+                | Inst::Matrix { then, els } => {
                     walk(then, defs);
                     walk(els, defs);
                 }

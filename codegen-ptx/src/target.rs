@@ -48,6 +48,10 @@ pub struct PtxTarget {
     /// `barrier.cluster.arrive.release` and `wait.acquire` and whose remote stores become
     /// `mapa` and `st.shared::cluster`. Without it the form without clusters is emitted.
     pub clusters: bool,
+    /// Warp matrix multiply-accumulate on tf32 (`mma.sync.aligned.m16n8k8`, PTX 7.0, sm_80+):
+    /// a `matrix` renders its matrix form and kir's `mma` becomes one instruction. Without
+    /// it the form without is emitted.
+    pub mma: bool,
 }
 
 impl PtxTarget {
@@ -66,6 +70,7 @@ impl PtxTarget {
             grid_dependency: false,
             bulk_prefetch: false,
             clusters: false,
+            mma: true,
         }
     }
 

@@ -310,6 +310,14 @@ impl<'a> Writer<'a> {
                 emit!(self, "// clustered {x}x{y}x{z}: the form with clusters");
                 self.block(then)
             }
+            // `render` removes matrices first where the target has no `mma`.
+            Inst::Matrix { then, .. } => {
+                if !self.t.mma {
+                    return Err(self.unsupported("a matrix statement".into()));
+                }
+                emit!(self, "// matrix: the form with mma");
+                self.block(then)
+            }
             Inst::ClusterArrive { .. } | Inst::ClusterWait => {
                 if !self.t.clusters {
                     return Err(self.unsupported("a cluster barrier".into()));

@@ -68,8 +68,10 @@ impl Features {
                 | Inst::Prefetch { .. }
                 | Inst::LaunchDependents
                 | Inst::GridWait { .. } => {}
-                // `render` removes clusters first (`poot_kir::without_clusters`).
+                // `render` removes clusters and matrices first (`poot_kir::without_clusters`,
+                // `without_matrix`).
                 Inst::Clustered { .. }
+                | Inst::Matrix { .. }
                 | Inst::ClusterArrive { .. }
                 | Inst::ClusterWait
                 | Inst::StoreRemote { .. } => {}
@@ -92,8 +94,10 @@ pub(crate) fn uses(insts: &[Inst], out: &mut HashSet<Val>) {
             | Inst::Trap(_)
             | Inst::LaunchDependents
             | Inst::GridWait { .. } => {}
-            // `render` removes clusters first (`poot_kir::without_clusters`).
+            // `render` removes clusters and matrices first (`poot_kir::without_clusters`,
+            // `without_matrix`).
             Inst::Clustered { .. }
+            | Inst::Matrix { .. }
             | Inst::ClusterArrive { .. }
             | Inst::ClusterWait
             | Inst::StoreRemote { .. } => {}

@@ -72,7 +72,7 @@ pub fn error_binding(kernel: &Kernel) -> u32 {
 /// Renders `kernel` as a SPIR-V module for `target`.
 pub fn render(kernel: &Kernel, target: &SpirvTarget) -> Result<Vec<u32>> {
     poot_kir::verify(kernel)?;
-    let kernel = &poot_kir::without_clusters(kernel);
+    let kernel = &poot_kir::without_matrix(&poot_kir::without_clusters(kernel));
     target.check(kernel)?;
     writer::Writer::new(kernel, target).write()
 }

@@ -113,6 +113,8 @@ impl Writer<'_> {
             }
             Expr::SubgroupReduce(op, a) => self.reduce(*op, *a, v, guard)?,
             Expr::ShuffleXor(a, mask) => self.shuffle_xor(*a, *mask, guard)?,
+            // `render` removes matrices first (`poot_kir::without_matrix`).
+            Expr::Mma { .. } => return Err(self.unsupported("matrix multiply-accumulate".into())),
         })
     }
 

@@ -253,6 +253,10 @@ impl<'a> Writer<'a> {
             | Inst::StoreRemote { .. } => {
                 return Err(self.unsupported("thread-block clusters".into()));
             }
+            // `render` removes matrices first (`poot_kir::without_matrix`).
+            Inst::Matrix { .. } => {
+                return Err(self.unsupported("matrix multiply-accumulate".into()));
+            }
             Inst::Trap(code) => self.trap(*code),
             Inst::If {
                 cond,

@@ -58,6 +58,15 @@ fn setup(case: &str) -> Option<Setup> {
         "subgroup_guarded" => ([3, 1, 1], vec![(256, F32), (1280, F32), (256, Zero)]),
         "subgroup_loop" => ([1, 1, 1], vec![(256, F32), (64, Zero)]),
         "trap_barrier" => ([1, 1, 1], vec![(64, F32), (64, Zero)]),
+        "matrix_tile" => (
+            [1, 1, 1],
+            vec![
+                (128, Below(16)),
+                (64, Below(16)),
+                (128, Below(16)),
+                (128, Zero),
+            ],
+        ),
         "mixed_widths" => ([1, 1, 1], vec![(256, F32), (320, Zero)]),
         "cluster_exchange" => ([1, 2, 1], vec![(64, F32), (64, Zero)]),
         "last_group" => (

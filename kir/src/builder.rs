@@ -102,6 +102,10 @@ impl KernelBuilder {
                 lanes: *lanes,
             },
             Expr::Extract(a, _) => Ty::scalar(self.ty(*a).scalar),
+            Expr::Mma { .. } => Ty {
+                scalar: Scalar::F32,
+                lanes: 4,
+            },
         };
         let v = self.fresh(ty);
         self.emit(Inst::Let(v, e));
@@ -264,6 +268,12 @@ impl KernelBuilder {
     /// closed blocks (`Inst::Clustered`).
     pub fn finish_clustered(&mut self, dims: [u32; 3], then: Vec<Inst>, els: Vec<Inst>) {
         self.emit(Inst::Clustered { dims, then, els });
+    }
+
+    /// Emits the two forms of a computation, with subgroup matrix multiply-accumulate and
+    /// without, from two closed blocks (`Inst::Matrix`).
+    pub fn finish_matrix(&mut self, then: Vec<Inst>, els: Vec<Inst>) {
+        self.emit(Inst::Matrix { then, els });
     }
 
     /// Opens a block for the body of an `if` branch or a loop (see `finish_if`, `finish_for`).

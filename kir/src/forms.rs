@@ -1,32 +1,46 @@
-//! The two forms of a kernel with `clustered` statements: the cluster shape it asks for, and
-//! the kernel a device without clusters runs.
+//! The two forms of a kernel with `clustered` or `matrix` statements: the cluster shape it
+//! asks for, and the kernel a device without clusters, or without matrix multiply-accumulate,
+//! runs.
 //!
-//! Invariants: `without_clusters` keeps every statement of the form without clusters in
-//! place and nothing of the other, and its kernel declares exactly the shared arrays that
-//! form uses (an array only the clustered form addresses, such as an inbox for other
-//! work-groups' records, is dropped and the later arrays renumbered), so a device without
-//! clusters reserves no shared memory it never touches.
+//! Invariants: `without_clusters` (`without_matrix`) keeps every statement of the form without
+//! clusters (matrix operations) in place and nothing of the other, and its kernel declares
+//! exactly the shared arrays the kept forms use (an array only the other form addresses, such
+//! as an inbox for other work-groups' records, is dropped and the later arrays renumbered), so
+//! a device without the feature reserves no shared memory it never touches.
 
 use crate::kernel::{Expr, Inst, Kernel, Mem};
 
-/// `k` as a device without clusters runs it: every `Clustered` replaced by its form
-/// without clusters, in place, and the shared arrays no statement then addresses dropped.
-/// The result has no cluster operation.
-pub fn without_clusters(k: &Kernel) -> Kernel {
-    fn flat(insts: &mut Vec<Inst>) {
+/// Which two-form statement a flattening replaces by its second form.
+#[derive(Clone, Copy, PartialEq)]
+enum Feature {
+    Clusters,
+    Matrix,
+}
+
+/// `k` with every two-form statement of `feature` replaced by its form without, in place, and
+/// the shared arrays no statement then addresses dropped.
+fn without(k: &Kernel, feature: Feature) -> Kernel {
+    fn flat(insts: &mut Vec<Inst>, feature: Feature) {
         let mut out = Vec::with_capacity(insts.len());
         for mut i in insts.drain(..) {
             match &mut i {
-                Inst::Clustered { els, .. } => {
-                    flat(els);
+                Inst::Clustered { els, .. } if feature == Feature::Clusters => {
+                    flat(els, feature);
                     out.append(els);
                     continue;
                 }
-                Inst::If { then, els, .. } => {
-                    flat(then);
-                    flat(els);
+                Inst::Matrix { els, .. } if feature == Feature::Matrix => {
+                    flat(els, feature);
+                    out.append(els);
+                    continue;
                 }
-                Inst::For { body, .. } => flat(body),
+                Inst::If { then, els, .. }
+                | Inst::Clustered { then, els, .. }
+                | Inst::Matrix { then, els } => {
+                    flat(then, feature);
+                    flat(els, feature);
+                }
+                Inst::For { body, .. } => flat(body, feature),
                 _ => {}
             }
             out.push(i);
@@ -34,16 +48,44 @@ pub fn without_clusters(k: &Kernel) -> Kernel {
         *insts = out;
     }
     let mut k = k.clone();
-    flat(&mut k.body);
+    flat(&mut k.body, feature);
     drop_unused_shared(&mut k);
     k
+}
+
+/// `k` as a device without clusters runs it: every `Clustered` replaced by its form
+/// without clusters, in place, and the shared arrays no statement then addresses dropped.
+/// The result has no cluster operation.
+pub fn without_clusters(k: &Kernel) -> Kernel {
+    without(k, Feature::Clusters)
+}
+
+/// `k` as a device without subgroup matrix multiply-accumulate runs it: every `Matrix`
+/// replaced by its form without, in place, and the shared arrays no statement then addresses
+/// dropped. The result has no `Mma`.
+pub fn without_matrix(k: &Kernel) -> Kernel {
+    without(k, Feature::Matrix)
+}
+
+/// Whether `insts` hold a `Matrix` at any depth.
+pub fn has_matrix(insts: &[Inst]) -> bool {
+    insts.iter().any(|i| match i {
+        Inst::Matrix { .. } => true,
+        Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
+            has_matrix(then) || has_matrix(els)
+        }
+        Inst::For { body, .. } => has_matrix(body),
+        _ => false,
+    })
 }
 
 /// The cluster shape of the first `Clustered` in `insts` (at any depth), if any.
 pub fn cluster_dims(insts: &[Inst]) -> Option<[u32; 3]> {
     insts.iter().find_map(|i| match i {
         Inst::Clustered { dims, .. } => Some(*dims),
-        Inst::If { then, els, .. } => cluster_dims(then).or_else(|| cluster_dims(els)),
+        Inst::If { then, els, .. } | Inst::Matrix { then, els } => {
+            cluster_dims(then).or_else(|| cluster_dims(els))
+        }
         Inst::For { body, .. } => cluster_dims(body),
         _ => None,
     })
@@ -84,7 +126,9 @@ fn for_each_mem(insts: &mut [Inst], f: &mut impl FnMut(&mut Mem)) {
             | Inst::Atomic { mem, .. }
             | Inst::Prefetch { mem, .. }
             | Inst::StoreRemote { mem, .. } => f(mem),
-            Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
+            Inst::If { then, els, .. }
+            | Inst::Clustered { then, els, .. }
+            | Inst::Matrix { then, els } => {
                 for_each_mem(then, f);
                 for_each_mem(els, f);
             }

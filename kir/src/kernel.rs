@@ -7,7 +7,8 @@
 //! reads `n` consecutive elements from an index that is a multiple of `n` (renderers use
 //! aligned vector instructions; the reference device faults on a misaligned one); `trap`
 //! ends the whole dispatch with its code; cluster operations appear only in the clustered
-//! form of a `clustered`, and a kernel's `clustered` statements share one cluster shape.
+//! form of a `clustered`, and a kernel's `clustered` statements share one cluster shape;
+//! matrix multiply-accumulates appear only in the matrix form of a `matrix`.
 
 use crate::types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};
 use cranelift_entity::{PrimaryMap, entity_impl};
@@ -91,6 +92,24 @@ pub enum Expr {
     SubgroupReduce(ReduceOp, Val),
     /// The value of lane `lane ^ mask`.
     ShuffleXor(Val, u32),
+    /// A subgroup matrix multiply-accumulate `D = A B + C` of one 16x8 tile over 8 (PTX's
+    /// `mma.m16n8k8` with tf32 inputs): each lane gives its fragment of A (four f32), of B
+    /// (two) and of C (four) and gets its fragment of D (a `vec4<f32>`). Lane `l`
+    /// (`g = l / 4`, `q = l % 4`) holds A's `(g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)`,
+    /// B's `(q, g), (q + 4, g)` and C's and D's `(g, 2q), (g, 2q + 1), (g + 8, 2q),
+    /// (g + 8, 2q + 1)`. Every element of A and B must be exact in tf32 (the low 13 bits of
+    /// its f32 pattern zero): each product is then exact in f32, and the order and rounding
+    /// of each element's sum of its eight products and C are the device's. The kernel's
+    /// subgroup is 32 lanes, all of which reach it together; it appears only in the matrix
+    /// form of a `Matrix`.
+    Mma {
+        /// The lane's elements of A.
+        a: [Val; 4],
+        /// The lane's elements of B.
+        b: [Val; 2],
+        /// The lane's elements of C.
+        c: [Val; 4],
+    },
 }
 
 impl Expr {
@@ -109,6 +128,7 @@ impl Expr {
             | Expr::ShuffleXor(a, _) => vec![a],
             Expr::Binary(_, a, b) | Expr::Cmp(_, a, b) => vec![a, b],
             Expr::Fma(a, b, c) | Expr::Select(a, b, c) => vec![a, b, c],
+            Expr::Mma { a, b, c } => [&a[..], &b[..], &c[..]].concat(),
         }
     }
 }
@@ -235,6 +255,16 @@ pub enum Inst {
         /// The clustered form.
         then: Vec<Inst>,
         /// The form without clusters.
+        els: Vec<Inst>,
+    },
+    /// Two forms of the same computation: `then` where the device has subgroup matrix
+    /// multiply-accumulate (`Expr::Mma`), `els` where it does not. As with `Clustered`, the
+    /// forms bind the same parameters and a renderer emits one; `Mma` appears only in a
+    /// `then`, and a `Matrix` holds no other.
+    Matrix {
+        /// The form with matrix multiply-accumulate.
+        then: Vec<Inst>,
+        /// The form without.
         els: Vec<Inst>,
     },
     /// The thread arrives at the cluster's barrier. With `release`, its shared- and

@@ -13,7 +13,8 @@
 //!   one computation, with thread-block clusters (cluster arrivals and waits, stores into
 //!   another work-group's shared memory) and without, binding the same parameters, and each
 //!   renderer emits the form its capabilities allow (`without_clusters` gives the other, with
-//!   only the shared arrays that form uses), so one plan serves every target.
+//!   only the shared arrays that form uses), so one plan serves every target. `matrix` does the
+//!   same for subgroup matrix multiply-accumulate (`mma`, tensor cores; `without_matrix`).
 //! - Buffers are arrays of 32-bit elements bound in parameter order; every shape is baked
 //!   into the kernel, and anything that changes per step is loaded from a slot buffer.
 //! - Kernels serialize (serde), so a bundle's reference target carries them as they are.
@@ -30,7 +31,7 @@ mod types;
 mod verify;
 
 pub use builder::KernelBuilder;
-pub use forms::{cluster_dims, without_clusters};
+pub use forms::{cluster_dims, has_matrix, without_clusters, without_matrix};
 pub use kernel::{Access, Carried, Expr, Inst, Kernel, Mem, Param, SharedArray, Val};
 pub use print::{expr_text, mem_text, print};
 pub use types::{BinOp, CmpOp, Const, ReduceOp, Scalar, Special, Ty, UnOp};

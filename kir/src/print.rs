@@ -36,6 +36,7 @@ pub fn expr_text(e: &Expr) -> String {
         Expr::Extract(v, l) => format!("extract {v}.{l}"),
         Expr::SubgroupReduce(op, a) => format!("subgroup_{} {a}", op.name()),
         Expr::ShuffleXor(a, m) => format!("shuffle_xor {a}, {m}"),
+        Expr::Mma { a, b, c } => format!("mma a({}) b({}) c({})", list(a), list(b), list(c)),
     }
 }
 
@@ -82,6 +83,13 @@ fn block(k: &Kernel, insts: &[Inst], depth: usize, out: &mut String) {
             Inst::Clustered { dims, then, els } => {
                 let [x, y, z] = dims;
                 writeln!(out, "{pad}clustered {x}x{y}x{z} {{").ok();
+                block(k, then, depth + 1, out);
+                writeln!(out, "{pad}}} else {{").ok();
+                block(k, els, depth + 1, out);
+                writeln!(out, "{pad}}}")
+            }
+            Inst::Matrix { then, els } => {
+                writeln!(out, "{pad}matrix {{").ok();
                 block(k, then, depth + 1, out);
                 writeln!(out, "{pad}}} else {{").ok();
                 block(k, els, depth + 1, out);

@@ -22,6 +22,10 @@ struct Ctx<'a> {
     cluster: Option<[u32; 3]>,
     /// Inside the `then` form of a `Clustered`.
     in_cluster: bool,
+    /// Inside the `then` form of a `Matrix`.
+    in_matrix: bool,
+    /// Inside either form of a `Matrix`.
+    in_matrix_forms: bool,
 }
 
 impl Ctx<'_> {
@@ -165,6 +169,20 @@ impl Ctx<'_> {
                 self.in_cluster = false;
                 self.block(els, &[])?;
                 self.end_block(&[]).map(|_| ())
+            }
+            Inst::Matrix { then, els } => {
+                if self.in_matrix_forms {
+                    return Err(self.err("a matrix inside a matrix".into()));
+                }
+                self.in_matrix_forms = true;
+                self.in_matrix = true;
+                self.block(then, &[])?;
+                self.end_block(&[])?;
+                self.in_matrix = false;
+                self.block(els, &[])?;
+                self.end_block(&[])?;
+                self.in_matrix_forms = false;
+                Ok(())
             }
             Inst::ClusterArrive { .. } => self.clustered("cluster_arrive"),
             Inst::ClusterWait => self.clustered("cluster_wait"),
@@ -347,6 +365,26 @@ impl Ctx<'_> {
                 }
                 self.visible(*a)?
             }
+            Expr::Mma { a, b, c } => {
+                if !self.in_matrix {
+                    return Err(self.err("mma outside the matrix form of a matrix".into()));
+                }
+                if self.k.subgroup != 32 {
+                    return Err(
+                        self.err(format!("mma in a kernel of subgroup {}", self.k.subgroup))
+                    );
+                }
+                for &v in a.iter().chain(b).chain(c) {
+                    let t = self.visible(v)?;
+                    if t != Ty::F32 {
+                        return Err(self.err(format!("mma operand {v} is {t}, not f32")));
+                    }
+                }
+                Ty {
+                    scalar: Scalar::F32,
+                    lanes: 4,
+                }
+            }
         })
     }
 }
@@ -359,6 +397,8 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
         defined: HashSet::new(),
         cluster: None,
         in_cluster: false,
+        in_matrix: false,
+        in_matrix_forms: false,
     };
     if k.workgroup.contains(&0) || k.threads() > 1024 {
         return Err(cx.err(format!(
@@ -391,9 +431,9 @@ pub fn verify(k: &Kernel) -> Result<(), VerifyError> {
 pub fn has_wait(insts: &[Inst]) -> bool {
     insts.iter().any(|i| match i {
         Inst::GridWait { .. } => true,
-        Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
-            has_wait(then) || has_wait(els)
-        }
+        Inst::If { then, els, .. }
+        | Inst::Clustered { then, els, .. }
+        | Inst::Matrix { then, els } => has_wait(then) || has_wait(els),
         Inst::For { body, .. } => has_wait(body),
         _ => false,
     })
@@ -405,7 +445,9 @@ pub fn early_params(insts: &[Inst]) -> HashSet<u32> {
     for i in insts {
         match i {
             Inst::GridWait { early } => out.extend(early.iter().copied()),
-            Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
+            Inst::If { then, els, .. }
+            | Inst::Clustered { then, els, .. }
+            | Inst::Matrix { then, els } => {
                 out.extend(early_params(then));
                 out.extend(early_params(els));
             }
@@ -434,7 +476,9 @@ impl Waits<'_, '_> {
                     return Err(self.cx.err("a second grid wait on one path".into()));
                 }
                 Inst::GridWait { .. } => pre = false,
-                Inst::If { then, els, .. } | Inst::Clustered { then, els, .. } => {
+                Inst::If { then, els, .. }
+                | Inst::Clustered { then, els, .. }
+                | Inst::Matrix { then, els } => {
                     let (a, b) = (self.block(then, pre)?, self.block(els, pre)?);
                     if a != b {
                         return Err(self

@@ -100,6 +100,11 @@ impl Remap {
             Expr::Extract(a, l) => Expr::Extract(v(a), *l),
             Expr::SubgroupReduce(o, a) => Expr::SubgroupReduce(*o, v(a)),
             Expr::ShuffleXor(a, m) => Expr::ShuffleXor(v(a), *m),
+            Expr::Mma { a, b, c } => Expr::Mma {
+                a: a.map(|x| self.v(x)),
+                b: b.map(|x| self.v(x)),
+                c: c.map(|x| self.v(x)),
+            },
         }
     }
     fn block(&self, insts: &[Inst]) -> Vec<Inst> {
@@ -137,6 +142,10 @@ impl Remap {
             Inst::LaunchDependents => Inst::LaunchDependents,
             Inst::Clustered { dims, then, els } => Inst::Clustered {
                 dims: *dims,
+                then: self.block(then),
+                els: self.block(els),
+            },
+            Inst::Matrix { then, els } => Inst::Matrix {
                 then: self.block(then),
                 els: self.block(els),
             },

@@ -27,6 +27,7 @@ pub fn cases() -> Vec<(&'static str, Kernel)> {
         ("last_group", last_group()),
         ("mixed_widths", mixed_widths()),
         ("cluster_exchange", cluster_exchange()),
+        ("matrix_tile", matrix_tile()),
     ]
 }
 
@@ -774,6 +775,67 @@ pub fn cluster_exchange() -> Kernel {
     b.store(out, at, twice);
     let without = b.end();
     b.finish_clustered([1, 2, 1], with, without);
+    b.finish()
+}
+
+/// One subgroup computes `D = A B + C` for a 16x8 `A`, an 8x8 `B` and a 16x8 `C` (row-major,
+/// each element `x - 8` for its `u32` `x`): through `mma` in the matrix form, by each lane's
+/// four sums in the form without. The elements are small integers, so every product and sum
+/// is exact and both forms give the same bits on every device.
+pub fn matrix_tile() -> Kernel {
+    let mut b = KernelBuilder::new("matrix_tile", [32, 1, 1], 32);
+    let am = b.param("a", Scalar::U32, Access::Read);
+    let bm = b.param("b", Scalar::U32, Access::Read);
+    let cm = b.param("c", Scalar::U32, Access::Read);
+    let out = b.param("out", Scalar::F32, Access::Write);
+    let lane = b.special(Special::LocalX);
+    let four = b.u32(4);
+    let g = b.bin(BinOp::Div, lane, four);
+    let q = b.bin(BinOp::Rem, lane, four);
+    let eight = b.u32(8);
+    let g8 = b.add(g, eight);
+    let q4 = b.add(q, four);
+    let two = b.u32(2);
+    let q2 = b.mul(q, two);
+    let one = b.u32(1);
+    let q21 = b.add(q2, one);
+    let eight_f = b.f32(8.0);
+    // Element (r, c) of an 8-column matrix `m`, as f32.
+    let elem = |b: &mut KernelBuilder, m: Mem, r: crate::Val, c: crate::Val| {
+        let at = b.mul(r, eight);
+        let at = b.add(at, c);
+        let x = b.load(m, at, 1);
+        let x = b.convert(x, Scalar::F32);
+        b.sub(x, eight_f)
+    };
+    let d_at = [(g, q2), (g, q21), (g8, q2), (g8, q21)];
+    b.begin();
+    let a = [(g, q), (g8, q), (g, q4), (g8, q4)].map(|(r, c)| elem(&mut b, am, r, c));
+    let bv = [q, q4].map(|k| elem(&mut b, bm, k, g));
+    let c = d_at.map(|(r, n)| elem(&mut b, cm, r, n));
+    let d = b.expr(crate::Expr::Mma { a, b: bv, c });
+    for (i, (r, n)) in d_at.into_iter().enumerate() {
+        let at = b.mul(r, eight);
+        let at = b.add(at, n);
+        let x = b.extract(d, i as u8);
+        b.store(out, at, x);
+    }
+    let with = b.end();
+    b.begin();
+    for (r, n) in d_at {
+        let mut acc = elem(&mut b, cm, r, n);
+        for k in 0..8 {
+            let kv = b.u32(k);
+            let x = elem(&mut b, am, r, kv);
+            let y = elem(&mut b, bm, kv, n);
+            acc = b.fma(x, y, acc);
+        }
+        let at = b.mul(r, eight);
+        let at = b.add(at, n);
+        b.store(out, at, acc);
+    }
+    let without = b.end();
+    b.finish_matrix(with, without);
     b.finish()
 }
 

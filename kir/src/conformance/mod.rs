@@ -30,6 +30,7 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
                     Expr::Extract(..) => ("Extract", String::new()),
                     Expr::SubgroupReduce(op, _) => ("SubgroupReduce", op.name().to_string()),
                     Expr::ShuffleXor(..) => ("ShuffleXor", String::new()),
+                    Expr::Mma { .. } => ("Mma", String::new()),
                 };
                 seen.insert(kind.to_string());
                 if !op.is_empty() {
@@ -57,6 +58,11 @@ fn walk(insts: &[Inst], seen: &mut BTreeSet<String>) {
                 walk(then, seen);
                 walk(els, seen);
                 "Clustered"
+            }
+            Inst::Matrix { then, els } => {
+                walk(then, seen);
+                walk(els, seen);
+                "Matrix"
             }
             Inst::ClusterArrive { .. } => "ClusterArrive",
             Inst::ClusterWait => "ClusterWait",
@@ -94,6 +100,7 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
         "ClusterArrive",
         "ClusterWait",
         "StoreRemote",
+        "Matrix",
         "Const",
         "Special",
         "Unary",
@@ -109,6 +116,7 @@ pub fn missing_coverage(kernels: &[Kernel]) -> Vec<String> {
         "Extract",
         "SubgroupReduce",
         "ShuffleXor",
+        "Mma",
     ]
     .map(String::from)
     .to_vec();

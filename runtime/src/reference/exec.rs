@@ -17,7 +17,7 @@ use super::gather::{first_oob, gather};
 use super::lanes::{self, comb, identity, map1, map3, masked_copy, split};
 use super::memory::{Global, Sink, Write};
 use super::program::{Comb, Fixed, ForOp, IfOp, Op, Program, Space};
-use super::{Fault, OUT_OF_BOUNDS, internal};
+use super::{Fault, INEXACT_MMA, OUT_OF_BOUNDS, internal};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
@@ -179,6 +179,10 @@ impl<G: Global> Exec<'_, G> {
                     mask: xor,
                     comps,
                 } => self.shuffle(*dst, *a, *xor, *comps, mask),
+                Op::Mma { dst, a, b, c } => {
+                    self.mma(*dst, [a, b, c], mask)?;
+                    Some(())
+                }
                 Op::Trap(code) => {
                     let m = self.st.regs.get(mask..mask.saturating_add(t));
                     let lane = if full {
@@ -506,6 +510,95 @@ impl<G: Global> Exec<'_, G> {
             }
         }
         Some(())
+    }
+
+    /// Each subgroup with an active lane multiplies its 16x8 and 8x8 fragments (`Expr::Mma`'s
+    /// layout) and adds C, every element's products in `k` order, each sum rounded; a subgroup
+    /// with an inactive lane or an operand of A or B that is not exact in tf32 faults
+    /// ([`INEXACT_MMA`]).
+    fn mma(&mut self, dst: usize, [a, b, c]: [&[usize]; 3], mask: usize) -> Result<(), Fault> {
+        const W: usize = 32;
+        let t = self.prog.threads;
+        let bad = || internal(self.prog, "an mma operand outside the register file");
+        let regs = &self.st.regs;
+        let comp = |base: usize, i: usize, lane: usize| {
+            let at = base.checked_add(i.checked_mul(t)?)?.checked_add(lane)?;
+            regs.get(at).copied()
+        };
+        let reg = |r: &[usize], i: usize, lane: usize| comp(*r.get(i)?, 0, lane);
+        let mut out = Vec::with_capacity(t);
+        for s in 0..t / W {
+            let lanes = s * W..(s + 1) * W;
+            let active = lanes
+                .clone()
+                .filter(|&l| comp(mask, 0, l) == Some(1))
+                .count();
+            if active == 0 {
+                continue;
+            }
+            if active != W {
+                return Err(self.mma_fault(s * W, "an mma with inactive lanes".into()));
+            }
+            let (mut am, mut bm, mut cm) = ([[0f32; 8]; 16], [[0f32; 8]; 8], [[0f32; 8]; 16]);
+            for l in 0..W {
+                let (g, q) = (l / 4, l % 4);
+                let lane = s * W + l;
+                let at = |r, i| reg(r, i, lane).ok_or_else(bad);
+                for (i, (r, k)) in [(g, q), (g + 8, q), (g, q + 4), (g + 8, q + 4)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    am[r][k] = self.tf32(at(a, i)?, lane, "a")?;
+                }
+                for (i, k) in [q, q + 4].into_iter().enumerate() {
+                    bm[k][g] = self.tf32(at(b, i)?, lane, "b")?;
+                }
+                for (i, (r, n)) in Self::mma_d(g, q).into_iter().enumerate() {
+                    cm[r][n] = f32::from_bits(at(c, i)?);
+                }
+            }
+            for l in 0..W {
+                for (i, (r, n)) in Self::mma_d(l / 4, l % 4).into_iter().enumerate() {
+                    let d = (0..8).fold(cm[r][n], |acc, k| acc + am[r][k] * bm[k][n]);
+                    out.push((dst + i * t + s * W + l, d.to_bits()));
+                }
+            }
+        }
+        for (at, bits) in out {
+            *self.st.regs.get_mut(at).ok_or_else(bad)? = bits;
+        }
+        Ok(())
+    }
+
+    /// The D (and C) elements lane `(g, q)` holds.
+    fn mma_d(g: usize, q: usize) -> [(usize, usize); 4] {
+        [
+            (g, 2 * q),
+            (g, 2 * q + 1),
+            (g + 8, 2 * q),
+            (g + 8, 2 * q + 1),
+        ]
+    }
+
+    /// `bits` as f32, or a fault when it is not exact in tf32.
+    fn tf32(&self, bits: u32, lane: usize, what: &str) -> Result<f32, Fault> {
+        if bits & 0x1FFF == 0 {
+            Ok(f32::from_bits(bits))
+        } else {
+            let v = f32::from_bits(bits);
+            Err(self.mma_fault(
+                lane,
+                format!("mma operand {what} {v:e} is not exact in tf32"),
+            ))
+        }
+    }
+
+    fn mma_fault(&self, lane: usize, what: String) -> Fault {
+        Fault {
+            kernel: self.prog.name.clone(),
+            code: INEXACT_MMA,
+            detail: format!("{what} in {}", where_(self.prog, self.wg, lane)),
+        }
     }
 
     fn if_(&mut self, i: &IfOp, mask: usize) -> Result<(), Fault> {

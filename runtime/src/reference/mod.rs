@@ -30,6 +30,11 @@
 //!   add, so `x + -0.0 == x`) and runs a butterfly: for `m = w/2, ..., 2, 1` every lane takes
 //!   `own op lane(i ^ m)` (for `w = 32`: xor 16, 8, 4, 2, 1, as PTX's `shfl.bfly`), so f32
 //!   sums round exactly as the CUDA renderer's do; every lane gets its result.
+//! - `mma(a, b, c)` gathers each subgroup's fragments (kir's layout) and computes every element
+//!   of D as C plus its eight products in `k` order, each sum rounded (the products are exact:
+//!   every operand of A and B must be exact in tf32, else the dispatch faults with
+//!   [`INEXACT_MMA`], as it does when only part of a subgroup reaches it). The reference runs
+//!   the matrix form of every `matrix`.
 //! - `shuffle_xor(v, m)` gives lane `l` the value of lane `l ^ m` of its subgroup, or its own
 //!   value when `l ^ m >= w` or that lane is inactive (undefined on GPUs; defined here so
 //!   results never depend on stale registers).
@@ -107,6 +112,9 @@ pub const INVALID_KERNEL: u32 = 0xFFFF_0002;
 /// a binding names a missing arena or reaches past its arena's end, or the grid has more
 /// than `u64::MAX` work-groups.
 pub const BAD_DISPATCH: u32 = 0xFFFF_0003;
+/// An `mma` the kernel gave an operand of A or B that is not exact in tf32, or reached with
+/// only part of a subgroup.
+pub const INEXACT_MMA: u32 = 0xFFFF_0004;
 /// An invariant of the reference device itself broke (a bug in this module, never in the
 /// kernel).
 pub const INTERNAL: u32 = 0xFFFF_00FF;

@@ -84,7 +84,7 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
                 f(*index);
                 f(*value);
             }
-            Inst::Clustered { then, els, .. } => {
+            Inst::Clustered { then, els, .. } | Inst::Matrix { then, els } => {
                 ok &= each_val(then, depth + 1, f) && each_val(els, depth + 1, f);
             }
             Inst::If {
@@ -132,7 +132,9 @@ fn each_val(insts: &[Inst], depth: usize, f: &mut impl FnMut(Val)) -> bool {
 fn param_atomics(insts: &[Inst]) -> bool {
     insts.iter().any(|i| match i {
         Inst::Atomic { mem, .. } => matches!(mem, Mem::Param(_)),
-        Inst::If { then, els, .. } => param_atomics(then) || param_atomics(els),
+        Inst::If { then, els, .. } | Inst::Matrix { then, els } => {
+            param_atomics(then) || param_atomics(els)
+        }
         Inst::For { body, .. } => param_atomics(body),
         _ => false,
     })
@@ -338,6 +340,8 @@ impl Cx<'_> {
                 // The reference runs dispatches one after another: the hint and the wait
                 // have no use.
                 Inst::Barrier | Inst::Fence | Inst::LaunchDependents | Inst::GridWait { .. } => {}
+                // The reference multiplies matrices (`Op::Mma`): the matrix form runs, in place.
+                Inst::Matrix { then, .. } => ops.extend(self.block(then)?),
                 // `prepare` removed them (`poot_kir::without_clusters`).
                 Inst::Clustered { .. }
                 | Inst::ClusterArrive { .. }
@@ -661,6 +665,21 @@ impl Cx<'_> {
                     mask: *mask,
                     comps: t.lanes as usize,
                 }))
+            }
+            Expr::Mma { a, b, c } => {
+                if !self.threads.is_multiple_of(32) {
+                    return Err(
+                        self.err(format!("mma in a work-group of {} threads", self.threads))
+                    );
+                }
+                let offs = |vs: &[Val]| {
+                    vs.iter()
+                        .map(|&x| self.off(x))
+                        .collect::<Result<Vec<_>, _>>()
+                };
+                let (a, b, c) = (offs(a)?, offs(b)?, offs(c)?);
+                let (dst, _) = self.define(v)?;
+                Ok(Some(Op::Mma { dst, a, b, c }))
             }
         }
     }

@@ -160,6 +160,14 @@ pub(crate) enum Op {
         mask: u32,
         comps: usize,
     },
+    /// A subgroup's 16x8x8 matrix multiply-accumulate (`Expr::Mma`): `dst` holds 4
+    /// components; `a` (4), `b` (2) and `c` (4) are scalar registers.
+    Mma {
+        dst: usize,
+        a: Vec<usize>,
+        b: Vec<usize>,
+        c: Vec<usize>,
+    },
     Store {
         space: Space,
         index: usize,

@@ -3,7 +3,7 @@
 use super::{bits, exec, gid, whole};
 use poot_kir::{Access, CmpOp, Kernel, KernelBuilder, Scalar, Special, UnOp};
 use poot_runtime::reference::{
-    BAD_DISPATCH, Binding, INVALID_KERNEL, OUT_OF_BOUNDS, Prepared, run,
+    BAD_DISPATCH, Binding, INEXACT_MMA, INVALID_KERNEL, OUT_OF_BOUNDS, Prepared, run,
 };
 
 /// `out[i] = x[i]` for every thread, then `trap(42)` in threads whose word is 7.
@@ -404,4 +404,53 @@ fn prepared_kernels_are_shareable_across_threads() {
             });
         }
     });
+}
+
+/// `out[t]` = the first element of the mma of `x[t]` (as A, B and C) in the lanes below
+/// `active`, inside a `matrix` whose other form is empty.
+fn mma_kernel(active: u32) -> Kernel {
+    let mut b = KernelBuilder::new("mma", [64, 1, 1], 32);
+    let px = b.param("x", Scalar::F32, Access::Read);
+    let po = b.param("out", Scalar::F32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let lim = b.u32(active);
+    let go = b.cmp(CmpOp::Lt, t, lim);
+    b.begin();
+    b.if_then(go, |b| {
+        let v = b.load(px, t, 1);
+        let d = b.expr(poot_kir::Expr::Mma {
+            a: [v; 4],
+            b: [v; 2],
+            c: [v; 4],
+        });
+        let d0 = b.extract(d, 0);
+        b.store(po, t, d0);
+    });
+    let with = b.end();
+    b.begin();
+    let without = b.end();
+    b.finish_matrix(with, without);
+    b.finish()
+}
+
+#[test]
+fn mma_of_inexact_operands_or_part_of_a_subgroup_faults() {
+    let p = Prepared::new(&mma_kernel(64)).unwrap();
+    // 1.5 is exact in tf32: every element of D is 8 * 1.5 * 1.5 + 1.5.
+    let mut arenas = vec![vec![1.5f32.to_bits(); 64], vec![0; 64]];
+    p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap();
+    assert!(arenas[1].iter().all(|&d| f32::from_bits(d) == 19.5));
+    // 1 + 2^-20 is not.
+    let mut x = vec![1.5f32.to_bits(); 64];
+    x[37] = (1.0f32 + 2f32.powi(-20)).to_bits();
+    let mut arenas = vec![x, vec![0; 64]];
+    let f = p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, INEXACT_MMA, "{f:?}");
+    assert!(f.detail.contains("not exact in tf32") && f.detail.contains("thread [37, 0, 0]"));
+    // Half of the second subgroup.
+    let p = Prepared::new(&mma_kernel(48)).unwrap();
+    let mut arenas = vec![vec![1.5f32.to_bits(); 64], vec![0; 64]];
+    let f = p.run([1, 1, 1], &whole(&arenas), &mut arenas).unwrap_err();
+    assert_eq!(f.code, INEXACT_MMA, "{f:?}");
+    assert!(f.detail.contains("inactive lanes"), "{}", f.detail);
 }
