@@ -7,7 +7,10 @@
 //! (u = 2^-24), and a step chains `depth` such reductions; so an element may differ by
 //! `k_max * depth * u` relative to the scale of the values it came from. `Tolerance::derive`
 //! computes that bound from the model's largest reduction and its depth; a NaN or infinity
-//! where the reference is finite fails at any tolerance.
+//! where the reference is finite fails at any tolerance. Where the tiled matmuls run on
+//! tensor cores (`Tolerance::for_target`: the PTX and reference targets run `matrix` forms),
+//! each product is three exact tf32 products within `3 * 2^-20 = 48u` of it, so a sum of `k`
+//! products is `3k` terms plus that: the bound takes `3 k_max + 48` for `k_max`.
 
 use poot_eval::{Data, Tensor};
 
@@ -24,6 +27,15 @@ impl Tolerance {
     /// The bound for reductions of at most `k_max` terms chained `depth` deep.
     pub fn derive(k_max: usize, depth: usize) -> f32 {
         k_max as f32 * depth as f32 * f32::EPSILON / 2.0
+    }
+
+    /// `derive` for a device rendering `target`: with tensor-core matmuls (every PTX target,
+    /// and the reference device, which runs the same form) `3 k_max + 48` terms.
+    pub fn for_target(target: Target, k_max: usize, depth: usize) -> f32 {
+        match target {
+            Target::Ptx { .. } | Target::Reference => Self::derive(3 * k_max + 48, depth),
+            Target::Spirv { .. } => Self::derive(k_max, depth),
+        }
     }
 }
 
@@ -127,7 +139,10 @@ fn verification_bundle(
     let opts = CompileOptions {
         cap,
         rows,
-        prefill_chunks: [4, 12, 20, 36].into_iter().filter(|&c| c <= cap).collect(),
+        prefill_chunks: [4, 12, 20, 36, 64]
+            .into_iter()
+            .filter(|&c| c <= cap)
+            .collect(),
         targets: vec![target],
         readback: Readback::All,
     };
@@ -222,7 +237,8 @@ fn run_model<D: Device>(
     let (cap, rows) = (300, 2);
     let bundle = verification_bundle(model, target, cap, rows);
     engine.load_weights(&bundle).expect("load_weights");
-    let rel = Tolerance::derive(model.spec.d_ff.max(cap), 4 * model.spec.n_layers + 2);
+    let depth = 4 * model.spec.n_layers + 2;
+    let rel = Tolerance::for_target(target, model.spec.d_ff.max(cap), depth);
     let mut rng = Rng::new(5);
     for entry in &bundle.manifest().entries {
         let key = entry.key.clone();

@@ -266,6 +266,23 @@ impl<'a> Emit<'a> {
         Ok(())
     }
 
+    /// The two forms of a computation (`Inst::Matrix`): `then` where the device has subgroup
+    /// matrix multiply-accumulate, `els` where it does not.
+    pub fn matrix(
+        &mut self,
+        then: impl FnOnce(&mut Self) -> Result<()>,
+        els: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<()> {
+        self.kb.begin();
+        then(self)?;
+        let with = self.kb.end();
+        self.kb.begin();
+        els(self)?;
+        let without = self.kb.end();
+        self.kb.finish_matrix(with, without);
+        Ok(())
+    }
+
     /// `if cond { then }`, or `then` alone when `always` (the caller knows `cond` holds, and a
     /// body outside any branch lets its loads issue with the code around it).
     pub fn when_unless(

@@ -9,20 +9,22 @@
 //! Invariants: thread `t` loads input rows `t / 8 + 16 * i` (`i < rm`), the vectors of 4
 //! inputs at `4 * (t % 8) + 32 * q` (`q < u`) of the step (adjacent threads read adjacent
 //! vectors), and stores them as they are, rows kept whole (`xt`, row stride `32u + 4`, so a
-//! subgroup's stores and its loads of four rows fall in distinct banks); threads below
-//! `TN * u * nm` decode one unit of weights each (matmul `t / (TN * u)`, column
-//! `t % (TN * u) / u`, unit `t % u` of the step, so adjacent threads read a column's adjacent
-//! units; every thread loads that column's unit of each matmul, the others' loads unused),
-//! stored transposed (`wt`, units `unit_pad` floats apart); every thread computes
-//! the same output rows, columns `2 * (t % 8)` and the next, of each matmul, reading each of
-//! its rows four inputs at a time. Each output sums its products
-//! in `k` order. An RMS norm in the prologue multiplies each input by its norm weight before
-//! the sum and the row's `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading
-//! threads add their squares in a butterfly, so all hold the same bits). Barriers sit
-//! outside any branch (or in one uniform over the work-group); rows and columns past the
-//! matmul's edge load clamped indices and store nothing. Where the tiles are few, `k`'s
-//! steps are split over `group_id.z` (`k_splits`): each part stores its partial sums, and the
-//! last part of a tile to finish adds them in part order (see `split_finish`).
+//! subgroup's stores and its loads of four rows, or of a tensor-core fragment, fall in
+//! distinct banks); threads below `TN * u * nm` decode one unit of weights each (matmul
+//! `t / (TN * u)`, column `t % (TN * u) / u`, unit `t % u` of the step, so adjacent threads
+//! read a column's adjacent units; every thread loads that column's unit of each matmul, the
+//! others' loads unused), stored transposed (`wt`, one row of `w_row` floats a `k`, units
+//! `unit_pad` floats apart). Tiles of 32 or 64 rows have two forms (`Inst::Matrix`): with
+//! tensor cores each subgroup computes 16-row blocks of the tile (`mma_form`); without, every
+//! thread computes the rows it stages, columns `2 * (t % 8)` and the next, of each matmul,
+//! each output summing its products in `k` order (`fma_form`). An RMS norm in the prologue
+//! multiplies each input by its norm weight before the sum and the row's
+//! `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading threads add their squares
+//! in a butterfly, so all hold the same bits). Barriers sit outside any branch (or in one
+//! uniform over the work-group); rows and columns past the matmul's edge load clamped
+//! indices and store nothing. Where the tiles are few, `k`'s steps are split over
+//! `group_id.z` (`k_splits`): each part stores its partial sums, and the last part of a tile
+//! to finish adds them in part order (see `split_finish`).
 
 use super::expr::{Buf, Emit};
 use super::kernels::{Launch, args, inv_rms, launch, store};
@@ -94,7 +96,7 @@ fn step_units(k: usize, tm: usize, nm: usize) -> usize {
     (1..=MAX_STEP_UNITS)
         .rev()
         .find(|&u| {
-            let words = tm * (UNIT * u + 4) + UNIT * u * TN * nm + (u - 1) * unit_pad(u);
+            let words = tm * (UNIT * u + 4) + UNIT * u * w_row(nm) + (u - 1) * unit_pad(u);
             (k / UNIT).is_multiple_of(u) && 4 * words <= MAX_SHARED
         })
         .unwrap_or(1)
@@ -157,6 +159,9 @@ struct Outputs<'a> {
     row: [Val; 3],
     /// The thread's first column, and the last column of the matmul.
     cols: [Val; 2],
+    /// Whether this thread stores the row's partial sum of squares in a split `k` (one
+    /// thread a row does).
+    lead: Option<Val>,
     n: usize,
 }
 
@@ -235,16 +240,58 @@ fn decode(e: &mut Emit, units: Vec<Decode>, i: usize, per: usize, local: Val) ->
     e.kb.finish_if(cond, then_b, w, els_b, els)
 }
 
+/// What both forms of a tiled kernel share: the matmuls, their operands, and the values
+/// defined before the forms (thread and tile coordinates, the step's shared arrays).
+struct Tile<'a> {
+    root: Value,
+    mms: &'a [Value],
+    out: Mem,
+    xm: Mem,
+    /// The norm's weight, epsilon and `k`, where the input is an RMS norm in the prologue.
+    norm: Option<(Mem, f32, usize)>,
+    ws: Vec<Weight>,
+    /// Input rows, output columns, matmuls, rows a thread stages, units a step.
+    rows: usize,
+    n: usize,
+    nm: usize,
+    rm: usize,
+    u: usize,
+    local: Val,
+    tr: Val,
+    tc: Val,
+    m0: Val,
+    n0: Val,
+    /// The rows the thread stages (`tr + 16 * i`), each with its clamped row.
+    trows: Vec<(Val, Val)>,
+    xbases: Vec<Val>,
+    kpart: Val,
+    /// The thread's weight unit: its column, unit, whether the thread decodes one, where it
+    /// goes in `wt`.
+    wcol: Val,
+    wu: Val,
+    loads_w: Val,
+    wdst: Val,
+    xt: Mem,
+    wt: Mem,
+    /// The parts of a split `k`: this work-group's steps, the parts, the tiles along `x`.
+    steps: [Val; 2],
+    ks: usize,
+    gxn: usize,
+    group: [Val; 3],
+    last_col: Val,
+}
+
 /// `x @ w^T` for one or two matmuls `mms` of the same `x` (a SwiGLU's gate and up), as
 /// tiles; the root is the matmul itself or an element-wise value of their shape computed
-/// from them (the epilogue, as in the GEMV template).
+/// from them (the epilogue, as in the GEMV template). Tiles of 32 or 64 rows have two forms
+/// (`Inst::Matrix`): products by tensor cores (`mma_form`) and by each thread's own
+/// multiply-adds.
 pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Launch> {
     let [x, w0] = args(e, mms[0])?;
     let (n, k) = (e.g.ty(w0).shape.0[0], e.g.ty(w0).shape.0[1]);
     let rows = e.g.ty(x).shape.numel() / k;
     let nm = mms.len();
     let Operands { x: xm, norm, ws } = operands(e, mms, k)?;
-    let nwm = norm.map(|(m, _)| m);
     let out = e.buffer(root, Access::Write)?;
     let local = e.kb.special(Special::LocalX);
     let gx = e.kb.special(Special::GroupX);
@@ -294,19 +341,15 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let loads_w = e.kb.cmp(CmpOp::Lt, local, loaders);
     // Where the thread's unit goes in `wt`: weight `j` of unit `wu` (step row `wu * 32 + j`)
     // of column `local / per * TN + local % per / u`, at `w_at`'s place.
-    let wrow = TN * nm;
-    let pad = unit_pad(u);
     let mi = e.kb.bin(BinOp::Div, local, per_v);
     let wcol_at = e.kb.mul(mi, tn);
     let wcol_at = e.kb.add(wcol_at, c_in);
-    let unit_row = e.u(UNIT * wrow + pad);
+    let unit_row = e.u(UNIT * w_row(nm) + unit_pad(u));
     let wdst = e.kb.mul(wu, unit_row);
     let wdst = e.kb.add(wdst, wcol_at);
-    let w_at = |kk: usize| kk * wrow + kk / UNIT * pad;
-    let xs_stride = tk + 4;
-    let xt = e.kb.shared(Scalar::F32, (tm * xs_stride) as u32);
-    let wt = e.kb.shared(Scalar::F32, w_at(tk - 1) as u32 + wrow as u32);
-    let zero = e.kb.f32(0.0);
+    let xt = e.kb.shared(Scalar::F32, (tm * (tk + 4)) as u32);
+    let wt =
+        e.kb.shared(Scalar::F32, (w_at(tk - 1, nm, u) + TN * nm) as u32);
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
     let ks = k_splits(steps, side, rm);
@@ -320,78 +363,185 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let z1 = e.kb.add(z, one_u);
     let s1 = e.kb.mul(z1, steps_v);
     let s1 = e.kb.bin(BinOp::Div, s1, ks_v);
+    let t = Tile {
+        root,
+        mms,
+        out,
+        xm,
+        norm: norm.map(|(m, eps)| (m, eps, k)),
+        ws,
+        rows,
+        n,
+        nm,
+        rm,
+        u,
+        local,
+        tr,
+        tc,
+        m0,
+        n0,
+        trows,
+        xbases,
+        kpart,
+        wcol,
+        wu,
+        loads_w,
+        wdst,
+        xt,
+        wt,
+        steps: [s0, s1],
+        ks,
+        gxn,
+        group: [gx, gy, z],
+        last_col,
+    };
+    if rm >= 2 {
+        e.matrix(|e| mma_form(e, &t), |e| fma_form(e, &t))?;
+    } else {
+        fma_form(e, &t)?;
+    }
+    let mut l = launch([gxn, gyn, ks], 0);
+    if ks > 1 {
+        l.scratch = vec![(4 * ks * (nm * rows * n + rows)) as u64];
+        l.counters = gxn * gyn;
+    }
+    let wbytes: usize = t.ws.iter().map(|w| n * w.3).sum();
+    l.work = (wbytes + 4 * rows * k) as u64;
+    Ok(l)
+}
+
+/// Floats between two consecutive `k` of the staged weights (`wt`): the tile's columns of
+/// every matmul and 8 more, so the eight columns and four `k` a subgroup's `mma` reads of
+/// them fall in distinct banks (the row stride is 24 or 40, 8 or 24 modulo 32).
+fn w_row(nm: usize) -> usize {
+    TN * nm + 8
+}
+
+/// Where weight `kk` of a step's column 0 of matmul 0 is in `wt`.
+fn w_at(kk: usize, nm: usize, u: usize) -> usize {
+    kk * w_row(nm) + kk / UNIT * unit_pad(u)
+}
+
+/// Loads step `s`'s inputs and weight units, decodes the thread's unit, and stores both into
+/// `xt` and `wt` between two barriers; adds the squares of the thread's inputs to `ssq`
+/// where the input is normed.
+fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val]) -> Result<()> {
+    let (rm, u, nm) = (t.rm, t.u, t.nm);
+    let tk = UNIT * u;
+    // The step's loads: each row's `u` vectors of inputs (row-major), the norm weight's
+    // `u` vectors, the units of weights; then the thread's unit decoded.
+    let tkv = e.u(tk);
+    let k0 = e.kb.mul(s, tkv);
+    let mut xv = Vec::with_capacity(rm * u + u);
+    for &xb in &t.xbases {
+        for q in 0..u {
+            let o = e.u(32 * q);
+            let at = e.kb.add(xb, k0);
+            let at = e.kb.add(at, o);
+            xv.push(e.kb.load(t.xm, at, 4));
+        }
+    }
+    if let Some((nw, _, _)) = t.norm {
+        for q in 0..u {
+            let o = e.u(32 * q);
+            let at = e.kb.add(k0, t.kpart);
+            let at = e.kb.add(at, o);
+            xv.push(e.kb.load(nw, at, 4));
+        }
+    }
+    let uv = e.u(u);
+    let su = e.kb.mul(s, uv);
+    let unit_at = e.kb.add(su, t.wu);
+    let units = load_units(e, &t.ws, [t.wcol, unit_at]);
+    let w = decode(e, units, 0, TN * u, t.local);
+    e.kb.barrier();
+    let xs_stride = e.u(tk + 4);
+    for (i, ssq) in ssq.iter_mut().enumerate() {
+        let ro = e.u(TM * i);
+        let tri = e.kb.add(t.tr, ro);
+        let row_at = e.kb.mul(tri, xs_stride);
+        let row_at = e.kb.add(row_at, t.kpart);
+        for q in 0..u {
+            let x4 = xv[i * u + q];
+            let y = match t.norm {
+                Some(_) => {
+                    for c in 0..4 {
+                        let x1 = e.kb.extract(x4, c);
+                        *ssq = e.kb.fma(x1, x1, *ssq);
+                    }
+                    e.kb.mul(x4, xv[rm * u + q])
+                }
+                None => x4,
+            };
+            let o = e.u(32 * q);
+            let at = e.kb.add(row_at, o);
+            e.kb.store(t.xt, at, y);
+        }
+    }
+    e.when(t.loads_w, |e| {
+        for (j, &wv) in w.iter().enumerate() {
+            let o = e.u(j * w_row(nm));
+            let at = e.kb.add(o, t.wdst);
+            e.kb.store(t.wt, at, wv);
+        }
+        Ok(())
+    })?;
+    e.kb.barrier();
+    Ok(())
+}
+
+/// Each staged row's sum of squares: its eight loading threads' partial sums, added in a
+/// butterfly so all eight hold the same bits (the sums as they are without a norm).
+fn row_squares(e: &mut Emit, t: &Tile, ssq: &[Val]) -> Vec<Val> {
+    ssq.iter()
+        .map(|&s| {
+            let mut s = s;
+            if t.norm.is_some() {
+                for mask in [1, 2, 4] {
+                    let o = e.kb.expr(poot_kir::Expr::ShuffleXor(s, mask));
+                    s = e.kb.add(s, o);
+                }
+            }
+            s
+        })
+        .collect()
+}
+
+/// The tile's end: each output group finished, directly or through the split's parts.
+fn tile_end(e: &mut Emit, t: &Tile, outs: &[(Outputs, Vec<Val>, Val)]) -> Result<()> {
+    if t.ks == 1 {
+        for (o, sums, ssq) in outs {
+            finish(e, o, sums, *ssq)?;
+        }
+        Ok(())
+    } else {
+        split_finish(e, outs, t.group, [t.gxn, t.ks, t.rows])
+    }
+}
+
+/// The form without tensor cores: every thread computes the same output rows it stages
+/// (`tr + 16 * i`), columns `2 * (t % 8)` and the next of each matmul, reading each of its
+/// rows four inputs at a time; each output sums its products in `k` order.
+fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
+    let (rm, nm, u) = (t.rm, t.nm, t.u);
+    let tk = UNIT * u;
+    let zero = e.kb.f32(0.0);
     let two = e.u(2);
-    let tc2 = e.kb.mul(tc, two);
+    let tc2 = e.kb.mul(t.tc, two);
     // Carried: the sums of (row i, matmul mi, column j) at (i * nm + mi) * 2 + j, then each
     // row's sum of squares.
     let sums_n = 2 * nm * rm;
     let init = vec![zero; sums_n + rm];
+    let [s0, s1] = t.steps;
     let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
-        // The step's loads: each row's `u` vectors of inputs (row-major), the norm weight's
-        // `u` vectors, the units of weights; then the thread's unit decoded.
-        let tkv = e.u(tk);
-        let k0 = e.kb.mul(s, tkv);
-        let mut xv = Vec::with_capacity(rm * u + u);
-        for &xb in &xbases {
-            for q in 0..u {
-                let o = e.u(32 * q);
-                let at = e.kb.add(xb, k0);
-                let at = e.kb.add(at, o);
-                xv.push(e.kb.load(xm, at, 4));
-            }
-        }
-        if let Some(nm_) = nwm {
-            for q in 0..u {
-                let o = e.u(32 * q);
-                let at = e.kb.add(k0, kpart);
-                let at = e.kb.add(at, o);
-                xv.push(e.kb.load(nm_, at, 4));
-            }
-        }
-        let su = e.kb.mul(s, uv);
-        let unit_at = e.kb.add(su, wu);
-        let units = load_units(e, &ws, [wcol, unit_at]);
-        let w = decode(e, units, 0, per, local);
-        let mut ssq = acc[sums_n..sums_n + rm].to_vec();
-        e.kb.barrier();
-        for i in 0..rm {
-            let ro = e.u(TM * i);
-            let tri = e.kb.add(tr, ro);
-            let s_ = e.u(xs_stride);
-            let row_at = e.kb.mul(tri, s_);
-            let row_at = e.kb.add(row_at, kpart);
-            for q in 0..u {
-                let x4 = xv[i * u + q];
-                let y = match nwm {
-                    Some(_) => {
-                        for c in 0..4 {
-                            let x1 = e.kb.extract(x4, c);
-                            ssq[i] = e.kb.fma(x1, x1, ssq[i]);
-                        }
-                        e.kb.mul(x4, xv[rm * u + q])
-                    }
-                    None => x4,
-                };
-                let o = e.u(32 * q);
-                let at = e.kb.add(row_at, o);
-                e.kb.store(xt, at, y);
-            }
-        }
-        e.when(loads_w, |e| {
-            for (j, &wv) in w.iter().enumerate() {
-                let o = e.u(j * wrow);
-                let at = e.kb.add(o, wdst);
-                e.kb.store(wt, at, wv);
-            }
-            Ok(())
-        })?;
-        e.kb.barrier();
+        let mut ssq = acc[sums_n..].to_vec();
+        stage(e, t, s, &mut ssq)?;
         let mut next = acc[..sums_n].to_vec();
         let row_ats: Vec<Val> = (0..rm)
             .map(|i| {
                 let o = e.u(TM * i);
-                let r = e.kb.add(tr, o);
-                let s_ = e.u(xs_stride);
+                let r = e.kb.add(t.tr, o);
+                let s_ = e.u(tk + 4);
                 e.kb.mul(r, s_)
             })
             .collect();
@@ -401,15 +551,15 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
                 .map(|&r| {
                     let o = e.u(4 * g);
                     let at = e.kb.add(r, o);
-                    e.kb.load(xt, at, 4)
+                    e.kb.load(t.xt, at, 4)
                 })
                 .collect();
             for c in 0..4 {
                 let kk = 4 * g + c;
                 for mi in 0..nm {
-                    let o = e.u(w_at(kk) + mi * TN);
+                    let o = e.u(w_at(kk, nm, u) + mi * TN);
                     let at = e.kb.add(o, tc2);
-                    let w2 = e.kb.load(wt, at, 2);
+                    let w2 = e.kb.load(t.wt, at, 2);
                     for j in 0..2 {
                         let wj = e.kb.extract(w2, j as u8);
                         for (i, &x4) in xs.iter().enumerate() {
@@ -426,43 +576,190 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     })?;
     // The products are done: what remains (the reductions, the epilogue) is short.
     e.kb.launch_dependents();
-    // Each row's sum of squares: its eight loading threads' partial sums, in a butterfly.
-    let rows_v = e.u(rows);
-    let first_col = e.kb.add(n0, tc2);
+    let ssq = row_squares(e, t, &acc[sums_n..]);
+    let rows_v = e.u(t.rows);
+    let first_col = e.kb.add(t.n0, tc2);
+    let zero_u = e.u(0);
+    let lead = e.kb.cmp(CmpOp::Eq, t.tc, zero_u);
     let mut outs = Vec::with_capacity(rm);
-    for (i, &(row, xrow)) in trows.iter().enumerate() {
-        let mut ssq = acc[sums_n + i];
-        if norm.is_some() {
-            for mask in [1, 2, 4] {
-                let o = e.kb.expr(poot_kir::Expr::ShuffleXor(ssq, mask));
-                ssq = e.kb.add(ssq, o);
+    for (i, &(row, xrow)) in t.trows.iter().enumerate() {
+        let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
+        let o = outputs(t, [row, xrow, row_ok], first_col, Some(lead));
+        outs.push((o, acc[2 * nm * i..2 * nm * (i + 1)].to_vec(), ssq[i]));
+    }
+    tile_end(e, t, &outs)
+}
+
+/// `x` as the sum of two values exact in tf32: its pattern with the low 13 bits cleared,
+/// and the rest (exact in f32) cleared the same way; the second part's lost bits are below
+/// `2^-20 |x|`. An infinite `x` gives a NaN second part.
+fn tf32_split(e: &mut Emit, x: Val) -> [Val; 2] {
+    let mask = e.kb.u32(0xFFFF_E000);
+    let clear = |e: &mut Emit, v: Val| {
+        let bits = e.kb.bitcast(v, Scalar::U32);
+        let bits = e.kb.bin(BinOp::And, bits, mask);
+        e.kb.bitcast(bits, Scalar::F32)
+    };
+    let hi = clear(e, x);
+    let rest = e.kb.sub(x, hi);
+    [hi, clear(e, rest)]
+}
+
+/// The form with tensor cores (`Expr::Mma`, 16x8 output blocks over 8 of `k`): subgroup `w`
+/// of a 64-row tile computes rows `16 w ..` of both 8-column blocks of each matmul, of a
+/// 32-row tile rows `16 (w / 2) ..` of block `w % 2`; lane `l` holds rows `l / 4` and
+/// `l / 4 + 8` of its blocks, columns `2 (l % 4)` and the next (`Mma`'s layout). Each
+/// product `x w` is three exact tf32 products (`tf32_split`: `lo(x) hi(w) + hi(x) lo(w) +
+/// hi(x) hi(w)`, within `3 * 2^-20 |x w|` of it), summed by the device in blocks of 8 `k`,
+/// the blocks in `k` order. The staged rows' sums of squares reach the output rows' lanes
+/// through shared memory.
+fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
+    let (rm, nm, u) = (t.rm, t.nm, t.u);
+    let tk = UNIT * u;
+    let thirty_two = e.u(32);
+    let w = e.kb.bin(BinOp::Div, t.local, thirty_two);
+    let lane = e.kb.bin(BinOp::Rem, t.local, thirty_two);
+    let four = e.u(4);
+    let g = e.kb.bin(BinOp::Div, lane, four);
+    let q = e.kb.bin(BinOp::Rem, lane, four);
+    let sixteen = e.u(16);
+    let eight = e.u(8);
+    // The subgroup's first row in the tile and the first columns of its blocks.
+    let (rb, blocks) = if rm == 4 {
+        (w, vec![e.u(0), eight])
+    } else {
+        let two = e.u(2);
+        let rb = e.kb.bin(BinOp::Div, w, two);
+        let cb = e.kb.bin(BinOp::Rem, w, two);
+        (rb, vec![e.kb.mul(cb, eight)])
+    };
+    let nb = blocks.len();
+    let r0 = e.kb.mul(rb, sixteen);
+    let r0 = e.kb.add(r0, g);
+    let r1 = e.kb.add(r0, eight);
+    let xs = e.u(tk + 4);
+    let ra: Vec<Val> = [r0, r1]
+        .map(|r| {
+            let a = e.kb.mul(r, xs);
+            e.kb.add(a, q)
+        })
+        .to_vec();
+    let wr = e.u(w_row(nm));
+    let qb = e.kb.mul(q, wr);
+    let qb = e.kb.add(qb, g);
+    let bbase: Vec<Val> = blocks.iter().map(|&c| e.kb.add(qb, c)).collect();
+    let zero = e.kb.f32(0.0);
+    // Carried: D of (matmul mi, block b) at (mi * nb + b) * 4 + i, then each staged row's
+    // sum of squares.
+    let sums_n = 4 * nm * nb;
+    let init = vec![zero; sums_n + rm];
+    let [s0, s1] = t.steps;
+    let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
+        let mut ssq = acc[sums_n..].to_vec();
+        stage(e, t, s, &mut ssq)?;
+        let mut next = acc[..sums_n].to_vec();
+        for c8 in 0..tk / 8 {
+            let mut a = Vec::with_capacity(4);
+            for (dk, r) in [(0, 0), (0, 1), (4, 0), (4, 1)] {
+                let o = e.u(8 * c8 + dk);
+                let at = e.kb.add(ra[r], o);
+                let x = e.kb.load(t.xt, at, 1);
+                a.push(tf32_split(e, x));
+            }
+            let a_hi = [a[0][0], a[1][0], a[2][0], a[3][0]];
+            let a_lo = [a[0][1], a[1][1], a[2][1], a[3][1]];
+            for mi in 0..nm {
+                for (b, &bb) in bbase.iter().enumerate() {
+                    let bv = [0, 4].map(|dk| {
+                        let o = e.u(w_at(8 * c8 + dk, nm, u) + mi * TN);
+                        let at = e.kb.add(bb, o);
+                        let x = e.kb.load(t.wt, at, 1);
+                        tf32_split(e, x)
+                    });
+                    let b_hi = [bv[0][0], bv[1][0]];
+                    let b_lo = [bv[0][1], bv[1][1]];
+                    let at = (mi * nb + b) * 4;
+                    let mut d: [Val; 4] = next[at..at + 4].try_into().expect("four");
+                    for (pa, pb) in [(a_lo, b_hi), (a_hi, b_lo), (a_hi, b_hi)] {
+                        let r = e.kb.expr(poot_kir::Expr::Mma { a: pa, b: pb, c: d });
+                        d = [0, 1, 2, 3].map(|i| e.kb.extract(r, i));
+                    }
+                    next[at..at + 4].copy_from_slice(&d);
+                }
             }
         }
-        let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
-        let o = Outputs {
-            root,
-            mms,
-            out,
-            norm: norm.map(|(_, eps)| (eps, k)),
-            row: [row, xrow, row_ok],
-            cols: [first_col, last_col],
-            n,
-        };
-        outs.push((o, acc[2 * nm * i..2 * nm * (i + 1)].to_vec(), ssq));
-    }
-    let mut l = launch([gxn, gyn, ks], 0);
-    if ks == 1 {
-        for (o, sums, ssq) in &outs {
-            finish(e, o, sums, *ssq)?;
+        next.extend(ssq);
+        Ok(next)
+    })?;
+    e.kb.launch_dependents();
+    let staged = row_squares(e, t, &acc[sums_n..]);
+    // The output rows' sums of squares, from the threads that staged them.
+    let ssq = match t.norm {
+        Some(_) => {
+            let sq = e.kb.shared(Scalar::F32, (TM * rm) as u32);
+            let zero_u = e.u(0);
+            let lead = e.kb.cmp(CmpOp::Eq, t.tc, zero_u);
+            e.when(lead, |e| {
+                for (i, &v) in staged.iter().enumerate() {
+                    let o = e.u(TM * i);
+                    let at = e.kb.add(t.tr, o);
+                    e.kb.store(sq, at, v);
+                }
+                Ok(())
+            })?;
+            e.kb.barrier();
+            [r0, r1].map(|r| e.kb.load(sq, r, 1))
         }
+        None => [zero; 2],
+    };
+    let rows_v = e.u(t.rows);
+    let last_row = e.u(t.rows - 1);
+    let two = e.u(2);
+    let q2 = e.kb.mul(q, two);
+    let zero_u = e.u(0);
+    let q_lead = e.kb.cmp(CmpOp::Eq, q, zero_u);
+    let first_block = if rm == 4 {
+        q_lead
     } else {
-        split_finish(e, &outs, [gx, gy, z], [gxn, ks, rows])?;
-        l.scratch = vec![(4 * ks * (nm * rows * n + rows)) as u64];
-        l.counters = gxn * gyn;
+        let cb = e.kb.bin(BinOp::Rem, w, two);
+        let cb0 = e.kb.cmp(CmpOp::Eq, cb, zero_u);
+        e.kb.bin(BinOp::And, q_lead, cb0)
+    };
+    let mut outs = Vec::with_capacity(2 * nb);
+    for (ri, r) in [r0, r1].into_iter().enumerate() {
+        let row = e.kb.add(t.m0, r);
+        let xrow = e.kb.bin(BinOp::Min, row, last_row);
+        let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
+        for (b, &c) in blocks.iter().enumerate() {
+            let first = e.kb.add(t.n0, c);
+            let first = e.kb.add(first, q2);
+            let lead = (b == 0).then_some(first_block);
+            let o = outputs(t, [row, xrow, row_ok], first, lead);
+            let sums = (0..nm)
+                .flat_map(|mi| {
+                    let at = (mi * nb + b) * 4 + 2 * ri;
+                    [acc[at], acc[at + 1]]
+                })
+                .collect();
+            outs.push((o, sums, ssq[ri]));
+        }
     }
-    let wbytes: usize = ws.iter().map(|w| n * w.3).sum();
-    l.work = (wbytes + 4 * rows * k) as u64;
-    Ok(l)
+    tile_end(e, t, &outs)
+}
+
+/// The outputs of one row and two columns from `first`; `lead` says whether this thread
+/// stores the row's partial sum of squares in a split (at most one thread a row).
+fn outputs<'a>(t: &Tile<'a>, row: [Val; 3], first: Val, lead: Option<Val>) -> Outputs<'a> {
+    Outputs {
+        root: t.root,
+        mms: t.mms,
+        out: t.out,
+        norm: t.norm.map(|(_, eps, k)| (eps, k)),
+        row,
+        cols: [first, t.last_col],
+        lead,
+        n: t.n,
+    }
 }
 
 /// A split `k`'s end: each work-group stores its partial sums (and its rows' partial sums of
@@ -480,18 +777,13 @@ fn split_finish(
     let nm = o0.mms.len();
     let n = o0.n;
     let part = e.mem(Buf::Scratch(o0.root, 0), Scalar::F32, Access::ReadWrite);
-    let [first, last_col] = o0.cols;
     let nv = e.u(n);
     let plane = e.u(rows * n);
     let rows_v = e.u(rows);
     let ssq_base = e.u(ks * nm * rows * n);
-    let zero_u = e.u(0);
-    let local = e.kb.special(Special::LocalX);
-    let eight = e.u(8);
-    let tc = e.kb.bin(BinOp::Rem, local, eight);
-    // Element (row `xrow`, column j) of matmul i in part `zz`, and the row's sum of squares
-    // there.
-    let at = |e: &mut Emit, xrow: Val, zz: Val, i: usize, j: usize| {
+    // Element (row `xrow`, column `first + j`) of matmul i in part `zz`, and the row's sum of
+    // squares there.
+    let at = |e: &mut Emit, [xrow, first, last_col]: [Val; 3], zz: Val, i: usize, j: usize| {
         let nmv = e.u(nm);
         let iv = e.u(i);
         let p = e.kb.mul(zz, nmv);
@@ -511,9 +803,10 @@ fn split_finish(
     };
     for (o, sums, ssq) in outs {
         let [_, xrow, row_ok] = o.row;
+        let [first, last_col] = o.cols;
         for i in 0..nm {
             for j in 0..2 {
-                let a = at(e, xrow, z, i, j);
+                let a = at(e, [xrow, first, last_col], z, i, j);
                 let jv = e.u(j);
                 let col = e.kb.add(first, jv);
                 let ok = e.kb.cmp(CmpOp::Lt, col, nv);
@@ -525,10 +818,9 @@ fn split_finish(
                 })?;
             }
         }
-        if o.norm.is_some() {
+        if let (Some(_), Some(lead)) = (o.norm, o.lead) {
             let a = ssq_at(e, xrow, z);
-            let lead_row = e.kb.cmp(CmpOp::Eq, tc, zero_u);
-            let ok = e.kb.bin(BinOp::And, lead_row, row_ok);
+            let ok = e.kb.bin(BinOp::And, lead, row_ok);
             let x = *ssq;
             e.when(ok, |e| {
                 e.kb.store(part, a, x);
@@ -542,7 +834,7 @@ fn split_finish(
     let parts = e.u(ks);
     e.last_to_arrive(tile, parts, |e| {
         for (o, _, ssq) in outs {
-            let xrow = o.row[1];
+            let rc = [o.row[1], o.cols[0], o.cols[1]];
             // Every part's loads first, then the sums in part order.
             let mut parts: Vec<Vec<Val>> = Vec::with_capacity(ks);
             for zz in 0..ks {
@@ -550,12 +842,12 @@ fn split_finish(
                 let mut xs = Vec::with_capacity(2 * nm + 1);
                 for i in 0..nm {
                     for j in 0..2 {
-                        let a = at(e, xrow, zv, i, j);
+                        let a = at(e, rc, zv, i, j);
                         xs.push(e.kb.load(part, a, 1));
                     }
                 }
                 if o.norm.is_some() {
-                    let a = ssq_at(e, xrow, zv);
+                    let a = ssq_at(e, rc[0], zv);
                     xs.push(e.kb.load(part, a, 1));
                 }
                 parts.push(xs);
