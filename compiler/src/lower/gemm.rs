@@ -96,7 +96,7 @@ fn step_units(k: usize, tm: usize, nm: usize) -> usize {
     (1..=MAX_STEP_UNITS)
         .rev()
         .find(|&u| {
-            let words = tm * (UNIT * u + 4) + UNIT * u * w_row(nm) + (u - 1) * unit_pad(u);
+            let words = tm * (UNIT * u + 4) + UNIT * u * w_row(nm, tm / TM) + (u - 1) * unit_pad(u);
             (k / UNIT).is_multiple_of(u) && 4 * words <= MAX_SHARED
         })
         .unwrap_or(1)
@@ -344,12 +344,12 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let mi = e.kb.bin(BinOp::Div, local, per_v);
     let wcol_at = e.kb.mul(mi, tn);
     let wcol_at = e.kb.add(wcol_at, c_in);
-    let unit_row = e.u(UNIT * w_row(nm) + unit_pad(u));
+    let unit_row = e.u(UNIT * w_row(nm, rm) + unit_pad(u));
     let wdst = e.kb.mul(wu, unit_row);
     let wdst = e.kb.add(wdst, wcol_at);
     let xt = e.kb.shared(Scalar::F32, (tm * (tk + 4)) as u32);
     let wt =
-        e.kb.shared(Scalar::F32, (w_at(tk - 1, nm, u) + TN * nm) as u32);
+        e.kb.shared(Scalar::F32, (w_at(tk - 1, nm, rm, u) + TN * nm) as u32);
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
     let ks = k_splits(steps, side, rm);
@@ -395,7 +395,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         group: [gx, gy, z],
         last_col,
     };
-    if rm >= 2 {
+    if has_mma_form(rm) {
         e.matrix(|e| mma_form(e, &t), |e| fma_form(e, &t))?;
     } else {
         fma_form(e, &t)?;
@@ -410,16 +410,25 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     Ok(l)
 }
 
+/// Whether tiles of `rm` rows a thread have the tensor-core form: 32 and 64 rows make two
+/// or four 16-row blocks for the four subgroups.
+fn has_mma_form(rm: usize) -> bool {
+    rm >= 2
+}
+
 /// Floats between two consecutive `k` of the staged weights (`wt`): the tile's columns of
-/// every matmul and 8 more, so the eight columns and four `k` a subgroup's `mma` reads of
-/// them fall in distinct banks (the row stride is 24 or 40, 8 or 24 modulo 32).
-fn w_row(nm: usize) -> usize {
-    TN * nm + 8
+/// every matmul, and where the tile has a tensor-core form 8 more, so the eight columns and
+/// four `k` a subgroup's `mma` reads of them fall in distinct banks (the row stride is 24 or
+/// 40, 24 or 8 modulo 32). Without that form the rows stay packed: with the wider rows
+/// everywhere, SmolLM2's 16-token chunks (which have no tensor-core form, and whose kernels
+/// differed in nothing else) took 1014-1016 us on the H100 against 969-974.
+fn w_row(nm: usize, rm: usize) -> usize {
+    TN * nm + if has_mma_form(rm) { 8 } else { 0 }
 }
 
 /// Where weight `kk` of a step's column 0 of matmul 0 is in `wt`.
-fn w_at(kk: usize, nm: usize, u: usize) -> usize {
-    kk * w_row(nm) + kk / UNIT * unit_pad(u)
+fn w_at(kk: usize, nm: usize, rm: usize, u: usize) -> usize {
+    kk * w_row(nm, rm) + kk / UNIT * unit_pad(u)
 }
 
 /// Loads step `s`'s inputs and weight units, decodes the thread's unit, and stores both into
@@ -480,7 +489,7 @@ fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val]) -> Result<()> {
     }
     e.when(t.loads_w, |e| {
         for (j, &wv) in w.iter().enumerate() {
-            let o = e.u(j * w_row(nm));
+            let o = e.u(j * w_row(nm, rm));
             let at = e.kb.add(o, t.wdst);
             e.kb.store(t.wt, at, wv);
         }
@@ -557,7 +566,7 @@ fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             for c in 0..4 {
                 let kk = 4 * g + c;
                 for mi in 0..nm {
-                    let o = e.u(w_at(kk, nm, u) + mi * TN);
+                    let o = e.u(w_at(kk, nm, rm, u) + mi * TN);
                     let at = e.kb.add(o, tc2);
                     let w2 = e.kb.load(t.wt, at, 2);
                     for j in 0..2 {
@@ -644,7 +653,7 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             e.kb.add(a, q)
         })
         .to_vec();
-    let wr = e.u(w_row(nm));
+    let wr = e.u(w_row(nm, rm));
     let qb = e.kb.mul(q, wr);
     let qb = e.kb.add(qb, g);
     let bbase: Vec<Val> = blocks.iter().map(|&c| e.kb.add(qb, c)).collect();
@@ -671,7 +680,7 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             for mi in 0..nm {
                 for (b, &bb) in bbase.iter().enumerate() {
                     let bv = [0, 4].map(|dk| {
-                        let o = e.u(w_at(8 * c8 + dk, nm, u) + mi * TN);
+                        let o = e.u(w_at(8 * c8 + dk, nm, rm, u) + mi * TN);
                         let at = e.kb.add(bb, o);
                         let x = e.kb.load(t.wt, at, 1);
                         tf32_split(e, x)
