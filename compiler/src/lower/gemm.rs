@@ -619,9 +619,10 @@ fn tf32_split(e: &mut Emit, x: Val) -> [Val; 2] {
 /// 32-row tile rows `16 (w / 2) ..` of block `w % 2`; lane `l` holds rows `l / 4` and
 /// `l / 4 + 8` of its blocks, columns `2 (l % 4)` and the next (`Mma`'s layout). Each
 /// product `x w` is three exact tf32 products (`tf32_split`: `lo(x) hi(w) + hi(x) lo(w) +
-/// hi(x) hi(w)`, within `3 * 2^-20 |x w|` of it), summed by the device in blocks of 8 `k`,
-/// the blocks in `k` order. The staged rows' sums of squares reach the output rows' lanes
-/// through shared memory.
+/// hi(x) hi(w)`, within `3 * 2^-20 |x w|` of it); each of the three is summed on its own
+/// (by the device in blocks of 8 `k`, the blocks in `k` order), so three chains of `mma`
+/// run side by side, and an output is the two low sums added, then the high one. The staged
+/// rows' sums of squares reach the output rows' lanes through shared memory.
 fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let (rm, nm, u) = (t.rm, t.nm, t.u);
     let tk = UNIT * u;
@@ -658,9 +659,11 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let qb = e.kb.add(qb, g);
     let bbase: Vec<Val> = blocks.iter().map(|&c| e.kb.add(qb, c)).collect();
     let zero = e.kb.f32(0.0);
-    // Carried: D of (matmul mi, block b) at (mi * nb + b) * 4 + i, then each staged row's
-    // sum of squares.
-    let sums_n = 4 * nm * nb;
+    // Carried: D of (matmul mi, block b) at (mi * nb + b) * 4 + i for each of the three
+    // products (`lo(x) hi(w)`, `hi(x) lo(w)`, `hi(x) hi(w)`, `d` apart, each its own chain of
+    // dependent `mma`s), then each staged row's sum of squares.
+    let d = 4 * nm * nb;
+    let sums_n = 3 * d;
     let init = vec![zero; sums_n + rm];
     let [s0, s1] = t.steps;
     let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
@@ -687,13 +690,15 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
                     });
                     let b_hi = [bv[0][0], bv[1][0]];
                     let b_lo = [bv[0][1], bv[1][1]];
-                    let at = (mi * nb + b) * 4;
-                    let mut d: [Val; 4] = next[at..at + 4].try_into().expect("four");
-                    for (pa, pb) in [(a_lo, b_hi), (a_hi, b_lo), (a_hi, b_hi)] {
-                        let r = e.kb.expr(poot_kir::Expr::Mma { a: pa, b: pb, c: d });
-                        d = [0, 1, 2, 3].map(|i| e.kb.extract(r, i));
+                    let pairs = [(a_lo, b_hi), (a_hi, b_lo), (a_hi, b_hi)];
+                    for (p, (pa, pb)) in pairs.into_iter().enumerate() {
+                        let at = p * d + (mi * nb + b) * 4;
+                        let c: [Val; 4] = next[at..at + 4].try_into().expect("four");
+                        let r = e.kb.expr(poot_kir::Expr::Mma { a: pa, b: pb, c });
+                        for i in 0..4 {
+                            next[at + i] = e.kb.extract(r, i as u8);
+                        }
                     }
-                    next[at..at + 4].copy_from_slice(&d);
                 }
             }
         }
@@ -701,6 +706,13 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
         Ok(next)
     })?;
     e.kb.launch_dependents();
+    // Each output: its two low products' sums, then the high one's.
+    let sums: Vec<Val> = (0..d)
+        .map(|i| {
+            let lo = e.kb.add(acc[i], acc[d + i]);
+            e.kb.add(lo, acc[2 * d + i])
+        })
+        .collect();
     let staged = row_squares(e, t, &acc[sums_n..]);
     // The output rows' sums of squares, from the threads that staged them.
     let ssq = match t.norm {
@@ -747,7 +759,7 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             let sums = (0..nm)
                 .flat_map(|mi| {
                     let at = (mi * nb + b) * 4 + 2 * ri;
-                    [acc[at], acc[at + 1]]
+                    [sums[at], sums[at + 1]]
                 })
                 .collect();
             outs.push((o, sums, ssq[ri]));
