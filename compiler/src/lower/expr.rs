@@ -256,14 +256,23 @@ impl<'a> Emit<'a> {
         then: impl FnOnce(&mut Self) -> Result<()>,
         els: impl FnOnce(&mut Self) -> Result<()>,
     ) -> Result<()> {
+        let [with, without] = self.two_blocks(then, els)?;
+        self.kb.finish_clustered(dims, with, without);
+        Ok(())
+    }
+
+    /// The statements `then` and `els` emit, each in a closed block of its own.
+    fn two_blocks(
+        &mut self,
+        then: impl FnOnce(&mut Self) -> Result<()>,
+        els: impl FnOnce(&mut Self) -> Result<()>,
+    ) -> Result<[Vec<Inst>; 2]> {
         self.kb.begin();
         then(self)?;
         let with = self.kb.end();
         self.kb.begin();
         els(self)?;
-        let without = self.kb.end();
-        self.kb.finish_clustered(dims, with, without);
-        Ok(())
+        Ok([with, self.kb.end()])
     }
 
     /// The two forms of a computation (`Inst::Matrix`): `then` where the device has subgroup
@@ -273,12 +282,7 @@ impl<'a> Emit<'a> {
         then: impl FnOnce(&mut Self) -> Result<()>,
         els: impl FnOnce(&mut Self) -> Result<()>,
     ) -> Result<()> {
-        self.kb.begin();
-        then(self)?;
-        let with = self.kb.end();
-        self.kb.begin();
-        els(self)?;
-        let without = self.kb.end();
+        let [with, without] = self.two_blocks(then, els)?;
         self.kb.finish_matrix(with, without);
         Ok(())
     }

@@ -528,24 +528,42 @@ fn tile_end(e: &mut Emit, t: &Tile, outs: &[(Outputs, Vec<Val>, Val)]) -> Result
     }
 }
 
+/// The tile's loop over its steps of `k`: each step staged (`stage`), then `products` adds
+/// it into the `n` carried sums. Returns the sums and the staged rows' sums of squares
+/// (`row_squares`), emitted after the hint that the products are done (what remains, the
+/// reductions and the epilogue, is short).
+fn step_loop(
+    e: &mut Emit,
+    t: &Tile,
+    n: usize,
+    products: impl FnOnce(&mut Emit, &mut Vec<Val>) -> Result<()>,
+) -> Result<(Vec<Val>, Vec<Val>)> {
+    let zero = e.kb.f32(0.0);
+    let init = vec![zero; n + t.rm];
+    let [s0, s1] = t.steps;
+    let mut acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
+        let mut ssq = acc[n..].to_vec();
+        stage(e, t, s, &mut ssq)?;
+        let mut next = acc[..n].to_vec();
+        products(e, &mut next)?;
+        next.extend(ssq);
+        Ok(next)
+    })?;
+    e.kb.launch_dependents();
+    let ssq = row_squares(e, t, &acc.split_off(n));
+    Ok((acc, ssq))
+}
+
 /// The form without tensor cores: every thread computes the same output rows it stages
 /// (`tr + 16 * i`), columns `2 * (t % 8)` and the next of each matmul, reading each of its
 /// rows four inputs at a time; each output sums its products in `k` order.
 fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let (rm, nm, u) = (t.rm, t.nm, t.u);
     let tk = UNIT * u;
-    let zero = e.kb.f32(0.0);
     let two = e.u(2);
     let tc2 = e.kb.mul(t.tc, two);
-    // Carried: the sums of (row i, matmul mi, column j) at (i * nm + mi) * 2 + j, then each
-    // row's sum of squares.
-    let sums_n = 2 * nm * rm;
-    let init = vec![zero; sums_n + rm];
-    let [s0, s1] = t.steps;
-    let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
-        let mut ssq = acc[sums_n..].to_vec();
-        stage(e, t, s, &mut ssq)?;
-        let mut next = acc[..sums_n].to_vec();
+    // The sums of (row i, matmul mi, column j) at (i * nm + mi) * 2 + j.
+    let (acc, ssq) = step_loop(e, t, 2 * nm * rm, |e, next| {
         let row_ats: Vec<Val> = (0..rm)
             .map(|i| {
                 let o = e.u(TM * i);
@@ -580,12 +598,8 @@ fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
                 }
             }
         }
-        next.extend(ssq);
-        Ok(next)
+        Ok(())
     })?;
-    // The products are done: what remains (the reductions, the epilogue) is short.
-    e.kb.launch_dependents();
-    let ssq = row_squares(e, t, &acc[sums_n..]);
     let rows_v = e.u(t.rows);
     let first_col = e.kb.add(t.n0, tc2);
     let zero_u = e.u(0);
@@ -634,14 +648,20 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let q = e.kb.bin(BinOp::Rem, lane, four);
     let sixteen = e.u(16);
     let eight = e.u(8);
-    // The subgroup's first row in the tile and the first columns of its blocks.
-    let (rb, blocks) = if rm == 4 {
-        (w, vec![e.u(0), eight])
+    let two = e.u(2);
+    let zero_u = e.u(0);
+    let q_lead = e.kb.cmp(CmpOp::Eq, q, zero_u);
+    // The subgroup's first row in the tile, the first columns of its blocks, and whether its
+    // lanes of `q == 0` store their rows' partial sums of squares in a split (the subgroup
+    // holding the rows' first block does).
+    let (rb, blocks, first_block) = if rm == 4 {
+        (w, vec![zero_u, eight], q_lead)
     } else {
-        let two = e.u(2);
         let rb = e.kb.bin(BinOp::Div, w, two);
         let cb = e.kb.bin(BinOp::Rem, w, two);
-        (rb, vec![e.kb.mul(cb, eight)])
+        let cb0 = e.kb.cmp(CmpOp::Eq, cb, zero_u);
+        let lead = e.kb.bin(BinOp::And, q_lead, cb0);
+        (rb, vec![e.kb.mul(cb, eight)], lead)
     };
     let nb = blocks.len();
     let r0 = e.kb.mul(rb, sixteen);
@@ -661,15 +681,9 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let zero = e.kb.f32(0.0);
     // Carried: D of (matmul mi, block b) at (mi * nb + b) * 4 + i for each of the three
     // products (`lo(x) hi(w)`, `hi(x) lo(w)`, `hi(x) hi(w)`, `d` apart, each its own chain of
-    // dependent `mma`s), then each staged row's sum of squares.
+    // dependent `mma`s).
     let d = 4 * nm * nb;
-    let sums_n = 3 * d;
-    let init = vec![zero; sums_n + rm];
-    let [s0, s1] = t.steps;
-    let acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
-        let mut ssq = acc[sums_n..].to_vec();
-        stage(e, t, s, &mut ssq)?;
-        let mut next = acc[..sums_n].to_vec();
+    let (acc, staged) = step_loop(e, t, 3 * d, |e, next| {
         for c8 in 0..tk / 8 {
             let mut a = Vec::with_capacity(4);
             for (dk, r) in [(0, 0), (0, 1), (4, 0), (4, 1)] {
@@ -702,10 +716,8 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
                 }
             }
         }
-        next.extend(ssq);
-        Ok(next)
+        Ok(())
     })?;
-    e.kb.launch_dependents();
     // Each output: its two low products' sums, then the high one's.
     let sums: Vec<Val> = (0..d)
         .map(|i| {
@@ -713,12 +725,10 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             e.kb.add(lo, acc[2 * d + i])
         })
         .collect();
-    let staged = row_squares(e, t, &acc[sums_n..]);
     // The output rows' sums of squares, from the threads that staged them.
     let ssq = match t.norm {
         Some(_) => {
             let sq = e.kb.shared(Scalar::F32, (TM * rm) as u32);
-            let zero_u = e.u(0);
             let lead = e.kb.cmp(CmpOp::Eq, t.tc, zero_u);
             e.when(lead, |e| {
                 for (i, &v) in staged.iter().enumerate() {
@@ -735,17 +745,7 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     };
     let rows_v = e.u(t.rows);
     let last_row = e.u(t.rows - 1);
-    let two = e.u(2);
     let q2 = e.kb.mul(q, two);
-    let zero_u = e.u(0);
-    let q_lead = e.kb.cmp(CmpOp::Eq, q, zero_u);
-    let first_block = if rm == 4 {
-        q_lead
-    } else {
-        let cb = e.kb.bin(BinOp::Rem, w, two);
-        let cb0 = e.kb.cmp(CmpOp::Eq, cb, zero_u);
-        e.kb.bin(BinOp::And, q_lead, cb0)
-    };
     let mut outs = Vec::with_capacity(2 * nb);
     for (ri, r) in [r0, r1].into_iter().enumerate() {
         let row = e.kb.add(t.m0, r);
