@@ -46,9 +46,9 @@ struct CompileArgs {
     /// Sequences per decode step.
     #[arg(long, default_value_t = 1)]
     batch: usize,
-    /// Prefill chunk lengths, comma-separated.
-    #[arg(long, default_value = "64,16")]
-    prefill_chunks: String,
+    /// Prefill chunk lengths, comma-separated [default: 256,128,64,16, those within --cap].
+    #[arg(long)]
+    prefill_chunks: Option<String>,
     /// Read back every output (logits included), for verification bundles.
     #[arg(long)]
     readback_all: bool,
@@ -252,21 +252,30 @@ fn run(cli: Cli) -> AnyResult {
     }
 }
 
+/// Prefill chunks when `--prefill-chunks` is not given (those within `--cap`): a chunk's time
+/// is mostly fixed, so long prompts go fastest through long chunks, and the runtime's plan
+/// (`poot_runtime::driver::plan_prefill`) pads the last one only where that is cheaper than
+/// shorter ones. On the H100, SmolLM2's chunks of 256, 128, 64 and 16 tokens ran 72.5k, 58.5k,
+/// 37.9k and 16.4k prompt tokens a second (BENCHMARKS.md, twenty-ninth session).
+const DEFAULT_CHUNKS: [usize; 4] = [256, 128, 64, 16];
+
 fn compile_cmd(a: CompileArgs) -> AnyResult {
     let model = a
         .model
         .ok_or("give a model to compile (or a subcommand; see --help)")?;
     let output = a.output.ok_or("give the output bundle with -o")?;
-    let prefill_chunks = a
-        .prefill_chunks
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|s| {
-            s.trim()
-                .parse::<usize>()
-                .map_err(|e| format!("--prefill-chunks `{s}`: {e}"))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let prefill_chunks = match &a.prefill_chunks {
+        Some(list) => list
+            .split(',')
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                s.trim()
+                    .parse::<usize>()
+                    .map_err(|e| format!("--prefill-chunks `{s}`: {e}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        None => DEFAULT_CHUNKS.into_iter().filter(|&t| t <= a.cap).collect(),
+    };
     let opts = CompileOptions {
         cap: a.cap,
         rows: a.batch,

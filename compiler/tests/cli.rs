@@ -48,6 +48,34 @@ fn path(p: &Path) -> &str {
 }
 
 #[test]
+fn default_prefill_chunks_are_those_within_the_cache() {
+    let dir = scratch("chunks");
+    let gguf = dir.join("tiny.gguf");
+    std::fs::write(&gguf, tiny_gguf(Family::Qwen2, 3)).expect("write the tiny GGUF");
+    let b = dir.join("m.pbundle");
+    let args = [
+        path(&gguf),
+        "--target",
+        "reference",
+        "--cap",
+        "100",
+        "-o",
+        path(&b),
+    ];
+    let out = poot_compile(&args);
+    assert!(out.status.success(), "{}", text(&out).1);
+    let out = poot_compile(&["inspect", path(&b)]);
+    let (stdout, err) = text(&out);
+    assert!(out.status.success(), "{err}");
+    let chunks: Vec<&str> = stdout
+        .lines()
+        .filter_map(|l| l.split("prefill tokens=").nth(1))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    assert_eq!(chunks, ["64", "16"], "{stdout}");
+}
+
+#[test]
 fn a_tiny_model_compiles_the_same_twice_and_inspects() {
     let dir = scratch("compile");
     let gguf = dir.join("tiny.gguf");

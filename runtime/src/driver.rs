@@ -1,9 +1,9 @@
 //! The driver: greedy generation over any `Executor`, never branching on a backend.
 //!
 //! Invariants: `Driver::new` loads the weights once and adds every entry it needs once; a
-//! prompt runs through prefill-chunk entries (the largest chunk that fits, then one padded and
-//! masked chunk, else single decode steps when no chunk fits the cache), then the decode entry
-//! replays once per token; only the token ids and the non-finite flag come back; a prompt plus
+//! prompt runs through prefill-chunk entries and decode steps as `plan_prefill` orders them
+//! (the plan of least estimated time; only the last chunk is padded and masked, and no chunk
+//! reaches past the cache), then the decode entry replays once per token; only the token ids and the non-finite flag come back; a prompt plus
 //! its new tokens must fit the cache. A bundle compiled for several rows runs the sequence in
 //! row 0 (the other rows write only their own cache rows).
 
@@ -125,28 +125,24 @@ impl<'e> Driver<'e> {
         if prompt.is_empty() {
             return Err(RuntimeError::Tokenizer("the prompt is empty".into()));
         }
+        let room = self.cap - self.pos;
+        if prompt.len() > room {
+            return Err(RuntimeError::PromptTooLong {
+                prompt: self.pos + prompt.len(),
+                new: 0,
+                cap: self.cap,
+            });
+        }
+        let sizes: Vec<usize> = self.prefill.iter().map(|p| p.0).collect();
         let mut rest = prompt;
         let mut next = 0;
-        while !rest.is_empty() {
-            let room = self.cap - self.pos;
-            let full = self
-                .prefill
-                .iter()
-                .find(|(t, _)| *t <= rest.len() && *t <= room)
-                .copied();
-            let padded = self
-                .prefill
-                .iter()
-                .rev()
-                .find(|(t, _)| *t >= rest.len() && *t <= room)
-                .copied();
-            let (n, entry, chunk, pre) = match (full, padded) {
-                (Some((t, e)), _) if t > 1 => (t, e, t, true),
-                (_, Some((t, e))) if rest.len() > 1 => (rest.len(), e, t, true),
-                _ => (1, self.decode, 1, false),
+        for part in plan_prefill(&sizes, prompt.len(), room) {
+            let (entry, chunk, pre) = match part.chunk {
+                Some(i) => (self.prefill[i].1, self.prefill[i].0, true),
+                None => (self.decode, 1, false),
             };
-            next = self.step(entry, chunk, &rest[..n], pre)?;
-            rest = &rest[n..];
+            next = self.step(entry, chunk, &rest[..part.tokens], pre)?;
+            rest = &rest[part.tokens..];
         }
         Ok(next)
     }
@@ -188,4 +184,73 @@ impl<'e> Driver<'e> {
             decode_secs,
         })
     }
+}
+
+/// One launch of a prompt's prefill: prefill chunk `chunk` (an index into the sizes given to
+/// `plan_prefill`) or, with `None`, a decode step, taking the next `tokens` prompt tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Part {
+    /// The chunk, or `None` for a decode step.
+    pub chunk: Option<usize>,
+    /// Prompt tokens it takes (fewer than the chunk's size only in the last part: padded).
+    pub tokens: usize,
+}
+
+/// Estimated time of a prefill chunk of `t` tokens, `CHUNK_COST + t`, and of a decode step,
+/// `DECODE_COST`, in units of one prompt token's share of a chunk. A chunk's time is mostly
+/// fixed (every weight is read and every dispatch waits for the one before, whatever its
+/// length): on the H100 (`poot bench`, BENCHMARKS.md, twenty-ninth session) SmolLM2's chunks
+/// of 16, 64, 128 and 256 tokens took 973, 1687, 2186 and 3529 us, about 10.6 us times
+/// 75 + t, and its decode step 337 us (32 such units); Qwen2.5-0.5B's 16- and 64-token chunks
+/// 2081 and 2835 us, 15.7 us times 116 + t, its decode step 487 us (31 units).
+const CHUNK_COST: usize = 80;
+const DECODE_COST: usize = 32;
+
+/// The parts of a prefill of `n` tokens where the cache has `room` positions left (at least
+/// `n`) and the bundle has prefill chunks of `sizes` tokens (largest first): the sequence of
+/// least estimated time (see `CHUNK_COST`), each chunk within the room left at its position,
+/// only the last one padded. Ties go to the earlier size, then to chunks over decode steps,
+/// so the plan of a given prompt is always the same.
+pub fn plan_prefill(sizes: &[usize], n: usize, room: usize) -> Vec<Part> {
+    // `best[r]`: the least cost of the last `r` tokens, and the first part of that plan.
+    let mut best: Vec<(usize, Part)> = Vec::with_capacity(n + 1);
+    best.push((
+        0,
+        Part {
+            chunk: None,
+            tokens: 0,
+        },
+    ));
+    for r in 1..=n {
+        let room_r = room - (n - r);
+        let decode = Part {
+            chunk: None,
+            tokens: 1,
+        };
+        let mut pick = (DECODE_COST + best[r - 1].0, decode);
+        for (i, &c) in sizes.iter().enumerate() {
+            if c > 1 && c <= room_r {
+                let take = c.min(r);
+                let cost = CHUNK_COST + c + best[r - take].0;
+                if cost <= pick.0 && (pick.1.chunk.is_none() || cost < pick.0) {
+                    pick = (
+                        cost,
+                        Part {
+                            chunk: Some(i),
+                            tokens: take,
+                        },
+                    );
+                }
+            }
+        }
+        best.push(pick);
+    }
+    let mut parts = Vec::new();
+    let mut r = n;
+    while r > 0 {
+        let p = best[r].1;
+        parts.push(p);
+        r -= p.tokens;
+    }
+    parts
 }

@@ -14,13 +14,13 @@
 //! `t / (TN * u)`, column `t % (TN * u) / u`, unit `t % u` of the step, so adjacent threads
 //! read a column's adjacent units; every thread loads that column's unit of each matmul, the
 //! others' loads unused), stored transposed (`wt`, one row of `w_row` floats a `k`, units
-//! `unit_pad` floats apart). Tiles of 32 or 64 rows have two forms (`Inst::Matrix`): with
-//! tensor cores each subgroup computes 16-row blocks of the tile (`mma_form`); without, every
-//! thread computes the rows it stages, columns `2 * (t % 8)` and the next, of each matmul,
-//! each output summing its products in `k` order (`fma_form`). An RMS norm in the prologue
-//! multiplies each input by its norm weight before the sum and the row's
-//! `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading threads add their squares
-//! in a butterfly, so all hold the same bits). Barriers sit outside any branch (or in one
+//! `unit_pad` floats apart). Tiles of 32 or 64 rows with enough steps a part (`form`) have
+//! two forms (`Inst::Matrix`): with tensor cores each subgroup computes 16-row blocks of the
+//! tile (`mma_form`); without, every thread computes the rows it stages, columns
+//! `2 * (t % 8)` and the next, of each matmul, each output summing its products in `k` order
+//! (`fma_form`). An RMS norm in the prologue multiplies each input by its norm weight before
+//! the sum and the row's `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading
+//! threads add their squares in a butterfly, so all hold the same bits). Barriers sit outside any branch (or in one
 //! uniform over the work-group); rows and columns past the matmul's edge load clamped
 //! indices and store nothing. Where the tiles are few, `k`'s steps are split over
 //! `group_id.z` (`k_splits`): each part stores its partial sums, and the last part of a tile
@@ -92,11 +92,11 @@ pub fn applies(g: &Graph, mm: Value) -> bool {
 /// Units per step of `k`: the most, up to `MAX_STEP_UNITS`, that divide the row's units and
 /// keep a step of `tm` rows and `nm` matmuls (`xt` and `wt` in `gemm`) within `MAX_SHARED`,
 /// so a long row takes few steps (each waits for its loads about once).
-fn step_units(k: usize, tm: usize, nm: usize) -> usize {
+fn step_units(k: usize, tm: usize, nm: usize, mma: bool) -> usize {
     (1..=MAX_STEP_UNITS)
         .rev()
         .find(|&u| {
-            let words = tm * (UNIT * u + 4) + UNIT * u * w_row(nm, tm / TM) + (u - 1) * unit_pad(u);
+            let words = tm * (UNIT * u + 4) + UNIT * u * w_row(nm, mma) + (u - 1) * unit_pad(u);
             (k / UNIT).is_multiple_of(u) && 4 * words <= MAX_SHARED
         })
         .unwrap_or(1)
@@ -145,6 +145,39 @@ fn k_splits(steps: usize, groups: usize, rm: usize) -> usize {
         1
     } else {
         target.div_ceil(groups).clamp(1, steps.max(1))
+    }
+}
+
+/// How a tiled matmul runs: whether its tiles have the tensor-core form, the units of a step,
+/// and the parts `k`'s steps are split into.
+struct Form {
+    mma: bool,
+    u: usize,
+    ks: usize,
+}
+
+/// The form of a matmul of `rows` input rows, `k` and `nm` matmuls, with `side` tiles side by
+/// side. Tiles of 32 or 64 rows (two or four 16-row blocks for the four subgroups) take the
+/// tensor-core form unless `k` is split into parts of less than one and a half steps: such a
+/// part pays the form's fixed costs (three chains to start and add, the rows' squares
+/// through shared memory) for about one step's products. On the H100 (`poot bench
+/// --profile`, 64-token chunks, us a chunk; BENCHMARKS.md, twenty-eighth session), without
+/// and with tensor cores: SmolLM2's q/k/v (1.1 steps a part) 242.6 and 272.8, its o (1.0)
+/// 220.5 and 271.6, its down (1.8) 384.3 and 324.3, its gate/up (3.6) 567.0 and 553.6;
+/// Qwen2.5-0.5B's gate/up (28) 783.4 + 767.1 and 674.7 + 666.8, its `gemm_19` (o or down, 1.6
+/// and 8.4) 349.0 and 276.1.
+fn form(k: usize, rows: usize, nm: usize, side: usize) -> Form {
+    let rm = rows_per_thread(rows);
+    let at = |mma| {
+        let u = step_units(k, TM * rm, nm, mma);
+        let ks = k_splits(k / (UNIT * u), side, rm);
+        Form { mma, u, ks }
+    };
+    let m = at(true);
+    if rm >= 2 && (m.ks == 1 || 2 * (k / (UNIT * m.u)) >= 3 * m.ks) {
+        m
+    } else {
+        at(false)
     }
 }
 
@@ -250,11 +283,13 @@ struct Tile<'a> {
     /// The norm's weight, epsilon and `k`, where the input is an RMS norm in the prologue.
     norm: Option<(Mem, f32, usize)>,
     ws: Vec<Weight>,
-    /// Input rows, output columns, matmuls, rows a thread stages, units a step.
+    /// Input rows, output columns, matmuls, rows a thread stages, whether the tile has the
+    /// tensor-core form, units a step.
     rows: usize,
     n: usize,
     nm: usize,
     rm: usize,
+    mma: bool,
     u: usize,
     local: Val,
     tr: Val,
@@ -283,8 +318,8 @@ struct Tile<'a> {
 
 /// `x @ w^T` for one or two matmuls `mms` of the same `x` (a SwiGLU's gate and up), as
 /// tiles; the root is the matmul itself or an element-wise value of their shape computed
-/// from them (the epilogue, as in the GEMV template). Tiles of 32 or 64 rows have two forms
-/// (`Inst::Matrix`): products by tensor cores (`mma_form`) and by each thread's own
+/// from them (the epilogue, as in the GEMV template). Where `form` says so, the tiles have two
+/// forms (`Inst::Matrix`): products by tensor cores (`mma_form`) and by each thread's own
 /// multiply-adds.
 pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Launch> {
     let [x, w0] = args(e, mms[0])?;
@@ -315,7 +350,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
             (r, e.kb.bin(BinOp::Min, r, last_row))
         })
         .collect();
-    let u = step_units(k, tm, nm);
+    let Form { mma, u, ks } = form(k, rows, nm, side);
     let tk = UNIT * u;
     let kv = e.u(k);
     let four = e.u(4);
@@ -344,15 +379,14 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let mi = e.kb.bin(BinOp::Div, local, per_v);
     let wcol_at = e.kb.mul(mi, tn);
     let wcol_at = e.kb.add(wcol_at, c_in);
-    let unit_row = e.u(UNIT * w_row(nm, rm) + unit_pad(u));
+    let unit_row = e.u(UNIT * w_row(nm, mma) + unit_pad(u));
     let wdst = e.kb.mul(wu, unit_row);
     let wdst = e.kb.add(wdst, wcol_at);
     let xt = e.kb.shared(Scalar::F32, (tm * (tk + 4)) as u32);
     let wt =
-        e.kb.shared(Scalar::F32, (w_at(tk - 1, nm, rm, u) + TN * nm) as u32);
+        e.kb.shared(Scalar::F32, (w_at(tk - 1, nm, mma, u) + TN * nm) as u32);
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
-    let ks = k_splits(steps, side, rm);
     // This work-group's steps: part `group_id.z` of `ks`.
     let z = e.kb.special(Special::GroupZ);
     let steps_v = e.u(steps);
@@ -374,6 +408,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         n,
         nm,
         rm,
+        mma,
         u,
         local,
         tr,
@@ -395,7 +430,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         group: [gx, gy, z],
         last_col,
     };
-    if has_mma_form(rm) {
+    if mma {
         e.matrix(|e| mma_form(e, &t), |e| fma_form(e, &t))?;
     } else {
         fma_form(e, &t)?;
@@ -410,25 +445,19 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     Ok(l)
 }
 
-/// Whether tiles of `rm` rows a thread have the tensor-core form: 32 and 64 rows make two
-/// or four 16-row blocks for the four subgroups.
-fn has_mma_form(rm: usize) -> bool {
-    rm >= 2
-}
-
 /// Floats between two consecutive `k` of the staged weights (`wt`): the tile's columns of
 /// every matmul, and where the tile has a tensor-core form 8 more, so the eight columns and
 /// four `k` a subgroup's `mma` reads of them fall in distinct banks (the row stride is 24 or
 /// 40, 24 or 8 modulo 32). Without that form the rows stay packed: with the wider rows
 /// everywhere, SmolLM2's 16-token chunks (which have no tensor-core form, and whose kernels
 /// differed in nothing else) took 1014-1016 us on the H100 against 969-974.
-fn w_row(nm: usize, rm: usize) -> usize {
-    TN * nm + if has_mma_form(rm) { 8 } else { 0 }
+fn w_row(nm: usize, mma: bool) -> usize {
+    TN * nm + if mma { 8 } else { 0 }
 }
 
 /// Where weight `kk` of a step's column 0 of matmul 0 is in `wt`.
-fn w_at(kk: usize, nm: usize, rm: usize, u: usize) -> usize {
-    kk * w_row(nm, rm) + kk / UNIT * unit_pad(u)
+fn w_at(kk: usize, nm: usize, mma: bool, u: usize) -> usize {
+    kk * w_row(nm, mma) + kk / UNIT * unit_pad(u)
 }
 
 /// Loads step `s`'s inputs and weight units, decodes the thread's unit, and stores both into
@@ -489,7 +518,7 @@ fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val]) -> Result<()> {
     }
     e.when(t.loads_w, |e| {
         for (j, &wv) in w.iter().enumerate() {
-            let o = e.u(j * w_row(nm, rm));
+            let o = e.u(j * w_row(nm, t.mma));
             let at = e.kb.add(o, t.wdst);
             e.kb.store(t.wt, at, wv);
         }
@@ -584,7 +613,7 @@ fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             for c in 0..4 {
                 let kk = 4 * g + c;
                 for mi in 0..nm {
-                    let o = e.u(w_at(kk, nm, rm, u) + mi * TN);
+                    let o = e.u(w_at(kk, nm, t.mma, u) + mi * TN);
                     let at = e.kb.add(o, tc2);
                     let w2 = e.kb.load(t.wt, at, 2);
                     for j in 0..2 {
@@ -674,7 +703,7 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             e.kb.add(a, q)
         })
         .to_vec();
-    let wr = e.u(w_row(nm, rm));
+    let wr = e.u(w_row(nm, t.mma));
     let qb = e.kb.mul(q, wr);
     let qb = e.kb.add(qb, g);
     let bbase: Vec<Val> = blocks.iter().map(|&c| e.kb.add(qb, c)).collect();
@@ -697,7 +726,7 @@ fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             for mi in 0..nm {
                 for (b, &bb) in bbase.iter().enumerate() {
                     let bv = [0, 4].map(|dk| {
-                        let o = e.u(w_at(8 * c8 + dk, nm, rm, u) + mi * TN);
+                        let o = e.u(w_at(8 * c8 + dk, nm, t.mma, u) + mi * TN);
                         let at = e.kb.add(bb, o);
                         let x = e.kb.load(t.wt, at, 1);
                         tf32_split(e, x)
