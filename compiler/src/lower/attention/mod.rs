@@ -33,6 +33,7 @@
 mod combine;
 mod scores;
 mod split;
+mod tiled;
 
 use super::expr::Emit;
 use super::kernels::{Launch, launch};
@@ -132,6 +133,12 @@ pub fn attention(
     let kd = g.ty(a.k).shape.0.clone();
     let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
     let (c, groups) = (kd[1], kd[2]);
+    let prefix = match_prefix(g, a.mask);
+    if let (None, Some(p)) = (write, &prefix)
+        && let Some(qt) = tiled::tokens_per_group(r, t, h, d, sub as usize)
+    {
+        return tiled::tiled(e, root, a, p, qt, sub);
+    }
     let chunk = ATT_WARPS * sub as usize;
     let splits = c.div_ceil(chunk);
     let rec = d + 2;
@@ -148,7 +155,6 @@ pub fn attention(
     let rem = e.kb.bin(BinOp::Rem, rth, th);
     let ti = e.kb.bin(BinOp::Div, rem, hv);
     let hi = e.kb.bin(BinOp::Rem, rem, hv);
-    let prefix = match_prefix(g, a.mask);
     let end = match &prefix {
         Some(p) => Some(prefix_end(e, p, [ri, hi, ti], c)?),
         None => None,
