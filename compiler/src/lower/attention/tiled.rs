@@ -15,7 +15,10 @@
 //! become -inf, their values are skipped), never through a multiply. The running maximum
 //! starts at -inf and a row that has seen nothing yet subtracts 0 instead, so no `inf - inf`
 //! arises. Token blocks run longest first (the last block of a causal chunk sees the most
-//! positions), so the longest work-groups do not start last.
+//! positions), so the longest work-groups do not start last. A thread fetches its part of the
+//! next block's rows into registers (carried by the loop) while it scores and mixes the
+//! current block, so the loads' latency hides behind that work; the last block fetches
+//! nothing.
 
 use super::{ATT_WARPS, Prefix, prefix_end};
 use crate::Result;
@@ -227,8 +230,9 @@ struct Step<'a> {
 }
 
 impl Step<'_> {
-    /// One block of `BLOCK` positions from `kb`: stage, score, update the running maximum and
-    /// sum, and mix the values into the carried output. `carried` is (max, sum, output..).
+    /// One block of `BLOCK` positions from `kb`: stage the fetched rows, fetch the next
+    /// block's, score, update the running maximum and sum, and mix the values into the
+    /// output. `carried` (and the result) is (max, sum, `own` outputs, the fetched parts).
     fn run(
         &self,
         e: &mut Emit,
@@ -246,9 +250,15 @@ impl Step<'_> {
         e.kb.barrier();
         self.stage(e, &carried[own_n..])?;
         e.kb.barrier();
+        // The last block fetches nothing: its loads would hold up the loop's end.
         let bv = e.u(BLOCK);
         let next_kb = e.kb.add(kb, bv);
-        let fetched = self.fetch(e, next_kb, row_of);
+        let more = e.kb.cmp(CmpOp::Lt, next_kb, self.at[4]);
+        e.kb.begin();
+        let got = self.fetch(e, next_kb, row_of);
+        let then = e.kb.end();
+        let fetched =
+            e.kb.finish_if(more, then, got, vec![], carried[own_n..].to_vec());
         // Scores of positions `j + lanes * i`, masked, with four accumulators combined as
         // `(a0 + a1) + (a2 + a3)` (the split form's order).
         let ninf = e.kb.f32(f32::NEG_INFINITY);
