@@ -40,7 +40,7 @@ use super::kernels::{Launch, launch};
 use crate::Result;
 use cranelift_entity::SecondaryMap;
 use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
-use poot_kir::{BinOp, CmpOp, Scalar, Special, Val};
+use poot_kir::{BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
 use split::{Mode, Split, split_body};
 
 /// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
@@ -137,7 +137,7 @@ pub fn attention(
     if let (None, Some(p)) = (write, &prefix)
         && let Some(qt) = tiled::tokens_per_group(r, t, h, d, sub as usize)
     {
-        return tiled::tiled(e, root, a, p, qt, sub);
+        return tiled::tiled(e, (root, a, p), [r, t, h, d, c, groups], qt, sub);
     }
     let chunk = ATT_WARPS * sub as usize;
     let splits = c.div_ceil(chunk);
@@ -230,4 +230,23 @@ fn live_splits(e: &mut Emit, end: Val, chunk: usize) -> Val {
     let x = e.kb.add(end, round);
     let cv = e.u(chunk);
     e.kb.bin(BinOp::Div, x, cv)
+}
+
+/// The work-group's maximum of `x`: each subgroup's, stored by its `first` lane at `warp` of
+/// `slots` (`ATT_WARPS` shared words), then after a barrier all of them folded from `init` in
+/// subgroup order, so every thread holds the same bits.
+fn group_max(e: &mut Emit, x: Val, slots: Mem, [warp, first]: [Val; 2], init: Val) -> Result<Val> {
+    let part = e.kb.subgroup_reduce(ReduceOp::Max, x);
+    e.when(first, |e| {
+        e.kb.store(slots, warp, part);
+        Ok(())
+    })?;
+    e.kb.barrier();
+    let mut acc = init;
+    for i in 0..ATT_WARPS {
+        let iv = e.u(i);
+        let y = e.kb.load(slots, iv, 1);
+        acc = e.kb.bin(BinOp::Max, acc, y);
+    }
+    Ok(acc)
 }

@@ -4,7 +4,7 @@
 
 use super::combine::combine;
 use super::scores;
-use super::{ATT_WARPS, KvWrite};
+use super::{ATT_WARPS, KvWrite, group_max};
 use crate::Result;
 use crate::lower::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use crate::lower::place::Attention;
@@ -266,18 +266,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let sc = e.kb.select(live, sc, ninf);
     // The split's maximum and sum of exponentials: each subgroup's, then the work-group's.
     let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
-    let m_sub = e.kb.subgroup_reduce(ReduceOp::Max, sc);
-    e.when(first, |e| {
-        e.kb.store(maxes, warp, m_sub);
-        Ok(())
-    })?;
-    e.kb.barrier();
-    let mut m = ninf;
-    for i in 0..ATT_WARPS {
-        let iv = e.u(i);
-        let x = e.kb.load(maxes, iv, 1);
-        m = e.kb.bin(BinOp::Max, m, x);
-    }
+    let m = group_max(e, sc, maxes, [warp, first], ninf)?;
     let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
     let safe_m = e.kb.select(empty, zero, m);
     let x = e.kb.sub(sc, safe_m);

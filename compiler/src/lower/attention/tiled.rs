@@ -20,13 +20,13 @@
 //! current block, so the loads' latency hides behind that work; the last block fetches
 //! nothing.
 
-use super::{ATT_WARPS, Prefix, prefix_end};
+use super::{ATT_WARPS, Prefix, group_max, prefix_end};
 use crate::Result;
 use crate::lower::expr::Emit;
 use crate::lower::kernels::{Launch, launch};
 use crate::lower::place::Attention;
 use poot_ir::Value;
-use poot_kir::{Access, BinOp, CmpOp, Expr, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_kir::{Access, BinOp, CmpOp, Expr, Scalar, Special, UnOp, Val};
 
 /// Cache positions a work-group stages at a time.
 const BLOCK: usize = 32;
@@ -65,21 +65,16 @@ pub(super) fn tokens_per_group(
         .or(ok.last().copied())
 }
 
-/// The tiled attention for `qt` query tokens a work-group (`tokens_per_group`), with the
-/// causal prefix mask `p`.
+/// The tiled attention `a` into `root` for `qt` query tokens a work-group
+/// (`tokens_per_group`), with the causal prefix mask `p`, for rows, tokens, heads, head size,
+/// cache positions and K/V groups `[r, t, h, d, c, groups]`.
 pub(super) fn tiled(
     e: &mut Emit,
-    root: Value,
-    a: &Attention,
-    p: &Prefix,
+    (root, a, p): (Value, &Attention, &Prefix),
+    [r, t, h, d, c, groups]: [usize; 6],
     qt: usize,
     sub: u32,
 ) -> Result<Launch> {
-    let g = e.g;
-    let qd = g.ty(a.q).shape.0.clone();
-    let kd = g.ty(a.k).shape.0.clone();
-    let (r, t, h, d) = (qd[0], qd[1], qd[2], qd[3]);
-    let (c, groups) = (kd[1], kd[2]);
     let threads = ATT_WARPS * sub as usize;
     let lanes = threads / qt;
     let blocks = t.div_ceil(qt);
@@ -147,18 +142,7 @@ pub(super) fn tiled(
     let subv = e.u(sub as usize);
     let warp = e.kb.bin(BinOp::Div, local, subv);
     let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
-    let top_sub = e.kb.subgroup_reduce(ReduceOp::Max, end);
-    e.when(first, |e| {
-        e.kb.store(ends, warp, top_sub);
-        Ok(())
-    })?;
-    e.kb.barrier();
-    let mut top = zero_u;
-    for i in 0..ATT_WARPS {
-        let iv = e.u(i);
-        let x = e.kb.load(ends, iv, 1);
-        top = e.kb.bin(BinOp::Max, top, x);
-    }
+    let top = group_max(e, end, ends, [warp, first], zero_u)?;
     let qrow = e.kb.mul(row, dv);
     let q: Vec<Val> = (0..d / 4)
         .map(|i| {
