@@ -28,7 +28,9 @@
 //! row: every reader computes it into shared memory.
 //!
 //! `split` emits one split's work-group, `scores` its keys and their products with the query,
-//! `combine` the combine of the last split to finish.
+//! `combine` the combine of the last split to finish. A prefill chunk with a causal prefix
+//! mask takes the tiled form instead (`tiled`, with invariants of its own): no splits, each
+//! work-group a block of query tokens of one head.
 
 mod combine;
 mod scores;
@@ -121,6 +123,7 @@ pub fn match_kv_write(
 /// are computed, so the kernel waits for memory about once before the mix. With a causal
 /// prefix mask, the splits past the prefix do nothing and a prefix inside one split is
 /// written straight to `root`; otherwise the last split to finish combines the records.
+/// Prefill chunks with a causal prefix mask take `tiled::tiled` instead.
 pub fn attention(
     e: &mut Emit,
     root: Value,

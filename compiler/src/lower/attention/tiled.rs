@@ -31,6 +31,12 @@ use poot_kir::{Access, BinOp, CmpOp, Expr, Scalar, Special, UnOp, Val};
 /// Cache positions a work-group stages at a time.
 const BLOCK: usize = 32;
 
+/// Floats between staged key rows: 4 more than the head, so the 4-wide loads of a row's
+/// lanes (rows `j + lanes * i`) fall in distinct banks.
+fn key_stride(d: usize) -> usize {
+    d + 4
+}
+
 /// Work-groups that fill a GPU: the largest token block whose grid has at least this many
 /// is taken.
 const FILL: usize = 128;
@@ -55,10 +61,10 @@ pub(super) fn tokens_per_group(
             && d.is_multiple_of(lanes)
             && d.is_multiple_of(4)
     };
-    let ok: Vec<usize> = [16, 8, 4].into_iter().filter(|&q| fits(q)).collect();
     if t < 2 {
         return None;
     }
+    let ok: Vec<usize> = [16, 8, 4].into_iter().filter(|&q| fits(q)).collect();
     ok.iter()
         .copied()
         .find(|&q| r * t.div_ceil(q) * h >= FILL)
@@ -151,8 +157,7 @@ pub(super) fn tiled(
             e.kb.load(qs, at, 4)
         })
         .collect();
-    let kstride = d + 4;
-    let ks = e.kb.shared(Scalar::F32, (BLOCK * kstride) as u32);
+    let ks = e.kb.shared(Scalar::F32, (BLOCK * key_stride(d)) as u32);
     let vs = e.kb.shared(Scalar::F32, (BLOCK * d) as u32);
     let ps = e.kb.shared(Scalar::F32, (qt * BLOCK) as u32);
     let ninf = e.kb.f32(f32::NEG_INFINITY);
@@ -161,7 +166,7 @@ pub(super) fn tiled(
     let mut init = vec![ninf, zero];
     init.extend(std::iter::repeat_n(zero, own));
     let step = Step {
-        dims: [d, qt, lanes, own],
+        dims: [d, lanes, own],
         threads,
         at: [local, row, j, end, top],
         mems: [km, vm, ks, vs, ps],
@@ -201,8 +206,8 @@ pub(super) fn tiled(
 
 /// What one block of the loop needs.
 struct Step<'a> {
-    /// Head size, query tokens, lanes a row, dimensions a thread owns.
-    dims: [usize; 4],
+    /// Head size, lanes a row, dimensions a thread owns.
+    dims: [usize; 3],
     threads: usize,
     /// Thread, its row, its lane in the row, the row's visible end, the work-group's.
     at: [Val; 5],
@@ -224,10 +229,10 @@ impl Step<'_> {
         carried: &[Val],
         row_of: &dyn Fn(&mut Emit, Val) -> Val,
     ) -> Result<Vec<Val>> {
-        let [d, _, lanes, own] = self.dims;
+        let [d, lanes, own] = self.dims;
         let [_, row, j, end, _] = self.at;
         let [_, _, ks, vs, ps] = self.mems;
-        let kstride = d + 4;
+        let kstride = key_stride(d);
         // Every thread is done with the last block's staging before it is overwritten; the
         // rows fetched during the last block go in, and the next block's are fetched.
         let own_n = 2 + own;
@@ -393,7 +398,7 @@ impl Step<'_> {
             let pp = e.kb.bin(BinOp::Div, idx, q4);
             let c4 = e.kb.bin(BinOp::Rem, idx, q4);
             let c4 = e.kb.mul(c4, four);
-            let ksv = e.u(d + 4);
+            let ksv = e.u(key_stride(d));
             let kat = e.kb.mul(pp, ksv);
             let kat = e.kb.add(kat, c4);
             let dv = e.u(d);
