@@ -181,6 +181,20 @@ pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
 }
 
+/// Tier 2 as `run_tiny` for the tiny qwen2 with heads 16 wide (4 query heads on 2 K/V
+/// heads, rope over the whole head): a prefill chunk's tiled attention then takes 8 query
+/// tokens a work-group, 16 lanes a token (the tiny configs' 8-wide heads take 16 tokens,
+/// the wide one's 64-wide heads 4).
+pub fn run_heads_16<D: Device>(engine: Engine<D>, target: Target) {
+    let spec = ModelSpec {
+        d_model: 64,
+        head_dim: 16,
+        rope_dims: 16,
+        ..tiny_spec(Family::Qwen2)
+    };
+    run_model(engine, &tiny_model_of(spec, 17).expect("model"), target);
+}
+
 /// One step of entry `id` (traced as `g`) on the device and in `poot_eval`, from the same
 /// inputs: each slot element `slot(kind, rng)`, each state uniformly random and then passed
 /// through `edit(name, shape, data)`.

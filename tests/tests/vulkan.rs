@@ -13,7 +13,8 @@ use poot_runtime::devices::vulkan::{VulkanDevice, VulkanOptions};
 use poot_runtime::{DeviceError, Engine, Executor};
 use poot_tests::faults::{timeout_poisons, trap_needs_reset};
 use poot_tests::tier2::{
-    Outputs, capture_vs_eager, decode_run, nonfinite_flag, run_tiny, run_wide_ffn, tiny_bundle,
+    Outputs, capture_vs_eager, decode_run, nonfinite_flag, run_heads_16, run_tiny, run_wide_ffn,
+    tiny_bundle,
 };
 use poot_tests::tier3::tier3_sized;
 use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
@@ -53,6 +54,14 @@ fn vulkan_tier2_llama_wide_ffn() {
     if let Some(e) = device("vulkan_tier2_llama_wide_ffn") {
         let t = target(&e);
         run_wide_ffn(e, t);
+    }
+}
+
+#[test]
+fn vulkan_tier2_qwen2_heads_16() {
+    if let Some(e) = device("vulkan_tier2_qwen2_heads_16") {
+        let t = target(&e);
+        run_heads_16(e, t);
     }
 }
 

@@ -13,7 +13,9 @@ use poot_compiler::families::Family;
 use poot_runtime::devices::wgpu::{WgpuDevice, WgpuOptions};
 use poot_runtime::{Engine, Executor};
 use poot_tests::faults::{timeout_poisons, trap_needs_reset};
-use poot_tests::tier2::{capture_vs_eager, decode_run, nonfinite_flag, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{
+    capture_vs_eager, decode_run, nonfinite_flag, run_heads_16, run_tiny, run_wide_ffn,
+};
 use poot_tests::tier3::tier3_sized;
 use poot_tests::{Checkpoint, engine_or_skip, require_spirv_device};
 use std::time::Duration;
@@ -51,6 +53,14 @@ fn wgpu_tier2_llama_wide_ffn() {
     if let Some(e) = device("wgpu_tier2_llama_wide_ffn") {
         let t = target(&e);
         run_wide_ffn(e, t);
+    }
+}
+
+#[test]
+fn wgpu_tier2_qwen2_heads_16() {
+    if let Some(e) = device("wgpu_tier2_qwen2_heads_16") {
+        let t = target(&e);
+        run_heads_16(e, t);
     }
 }
 

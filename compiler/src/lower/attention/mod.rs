@@ -138,7 +138,7 @@ pub fn attention(
     let (c, groups) = (kd[1], kd[2]);
     let prefix = match_prefix(g, a.mask);
     if let (None, Some(p)) = (write, &prefix)
-        && let Some(qt) = tiled::tokens_per_group(r, t, h, d, sub as usize)
+        && let Some(qt) = tiled::tokens_per_group(t, d, sub as usize)
     {
         return tiled::tiled(e, (root, a, p), [r, t, h, d, c, groups], qt, sub);
     }

@@ -37,20 +37,16 @@ fn key_stride(d: usize) -> usize {
     d + 4
 }
 
-/// Work-groups that fill a GPU: the largest token block whose grid has at least this many
-/// is taken.
-const FILL: usize = 128;
-
-/// Query tokens a work-group of the tiled form takes for a chunk of `t` tokens, `h` heads of
-/// size `d` and `r` rows, or `None` where the form does not apply (one token, or no row
-/// width that fits the head).
-pub(super) fn tokens_per_group(
-    r: usize,
-    t: usize,
-    h: usize,
-    d: usize,
-    sub: usize,
-) -> Option<usize> {
+/// Query tokens a work-group of the tiled form takes for a chunk of `t` tokens with heads of
+/// size `d`, or `None` where the form does not apply (one token, or no row width that fits
+/// the head): the fewest whose rows fit (4, with a subgroup a row, where the head allows),
+/// so a chunk has the most work-groups, each with the shortest chain of blocks. On the H200
+/// (`poot bench --profile`, BENCHMARKS.md, thirty-first session), 4 tokens a work-group
+/// against the most that still gave 128 work-groups took the 256-token attention of SmolLM2
+/// from 616.5 to 365.1 us a chunk (16 tokens before) and of Qwen2.5-0.5B from 662.9 to
+/// 449.2 (16 before); at 128 tokens SmolLM2's went from 194.1 to 177.0 and Qwen's from
+/// 151.7 to 166.8 (8 before), chunks within 0.3% either way.
+pub(super) fn tokens_per_group(t: usize, d: usize, sub: usize) -> Option<usize> {
     let threads = ATT_WARPS * sub;
     let fits = |qt: usize| {
         let lanes = threads / qt;
@@ -64,11 +60,7 @@ pub(super) fn tokens_per_group(
     if t < 2 {
         return None;
     }
-    let ok: Vec<usize> = [16, 8, 4].into_iter().filter(|&q| fits(q)).collect();
-    ok.iter()
-        .copied()
-        .find(|&q| r * t.div_ceil(q) * h >= FILL)
-        .or(ok.last().copied())
+    [4, 8, 16].into_iter().find(|&q| fits(q))
 }
 
 /// The tiled attention `a` into `root` for `qt` query tokens a work-group
@@ -426,4 +418,25 @@ fn butterfly(e: &mut Emit, mut x: Val, lanes: usize, op: BinOp) -> Val {
         m *= 2;
     }
     x
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tokens_per_group;
+
+    /// With 32-lane subgroups: 4 tokens where a subgroup a row fits the head, else 8 or 16;
+    /// none for one token or a head the 4-wide loads do not fit. With 16-lane subgroups a
+    /// work-group has 64 threads: 4 tokens of 16 lanes, or 8 of 8.
+    #[test]
+    fn fewest_tokens_whose_rows_fit_the_head() {
+        assert_eq!(tokens_per_group(256, 64, 32), Some(4));
+        assert_eq!(tokens_per_group(12, 128, 32), Some(4));
+        assert_eq!(tokens_per_group(64, 48, 32), Some(8));
+        assert_eq!(tokens_per_group(64, 16, 32), Some(8));
+        assert_eq!(tokens_per_group(4, 8, 32), Some(16));
+        assert_eq!(tokens_per_group(1, 64, 32), None);
+        assert_eq!(tokens_per_group(64, 6, 32), None);
+        assert_eq!(tokens_per_group(64, 64, 16), Some(4));
+        assert_eq!(tokens_per_group(64, 8, 16), Some(8));
+    }
 }
