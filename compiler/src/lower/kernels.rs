@@ -13,7 +13,55 @@ use super::place::unsupported;
 use super::quant::{unit, weight};
 use crate::Result;
 use poot_ir::{DType, Value};
-use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
+
+/// Lane `first` of each subgroup stores the subgroup's `op` of `x` at `warp` of `slots` (one
+/// shared word a subgroup); the caller places the barrier before the parts are read.
+pub(super) fn subgroup_parts(
+    e: &mut Emit,
+    op: ReduceOp,
+    x: Val,
+    slots: Mem,
+    [warp, first]: [Val; 2],
+) -> Result<()> {
+    let part = e.kb.subgroup_reduce(op, x);
+    e.when(first, |e| {
+        e.kb.store(slots, warp, part);
+        Ok(())
+    })
+}
+
+/// The `n` subgroup parts in `slots` folded by `op` from `init` in subgroup order, so every
+/// thread holds the same bits.
+pub(super) fn fold_parts(e: &mut Emit, op: ReduceOp, slots: Mem, n: usize, init: Val) -> Val {
+    let op = match op {
+        ReduceOp::Add => BinOp::Add,
+        ReduceOp::Max => BinOp::Max,
+        ReduceOp::Min => BinOp::Min,
+        ReduceOp::Or => BinOp::Or,
+    };
+    let mut acc = init;
+    for i in 0..n {
+        let iv = e.u(i);
+        let y = e.kb.load(slots, iv, 1);
+        acc = e.kb.bin(op, acc, y);
+    }
+    acc
+}
+
+/// The work-group's `op` of `x` over its `n` subgroups: `subgroup_parts`, a barrier, then
+/// `fold_parts` from `init`.
+pub(super) fn group_reduce(
+    e: &mut Emit,
+    (op, x, init): (ReduceOp, Val, Val),
+    slots: Mem,
+    at: [Val; 2],
+    n: usize,
+) -> Result<Val> {
+    subgroup_parts(e, op, x, slots, at)?;
+    e.kb.barrier();
+    Ok(fold_parts(e, op, slots, n, init))
+}
 
 /// A kernel's launch: grid, work weight and private scratch.
 pub struct Launch {
@@ -168,23 +216,12 @@ pub fn rms_norm(e: &mut Emit, root: Value, eps: f32, sub: u32) -> Result<Launch>
         let xv = element(e, kk)?;
         Ok(vec![e.kb.fma(xv, xv, s[0])])
     })?;
-    let part = e.kb.subgroup_reduce(ReduceOp::Add, ss[0]);
     let lane = e.kb.special(Special::Lane);
     let zero_u = e.u(0);
     let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
     let sub_v = e.u(sub as usize);
     let warp = e.kb.bin(BinOp::Div, local, sub_v);
-    e.when(first, |e| {
-        e.kb.store(sh, warp, part);
-        Ok(())
-    })?;
-    e.kb.barrier();
-    let mut total = zero;
-    for i in 0..warps {
-        let iv = e.u(i);
-        let p = e.kb.load(sh, iv, 1);
-        total = e.kb.add(total, p);
-    }
+    let total = group_reduce(e, (ReduceOp::Add, ss[0], zero), sh, [warp, first], warps)?;
     let r = inv_rms(e, total, n, eps);
     e.repeat(local, nv, NORM_THREADS as u32, &[], |e, kk, _| {
         let xv = element(e, kk)?;

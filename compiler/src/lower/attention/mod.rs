@@ -42,7 +42,7 @@ use super::kernels::{Launch, launch};
 use crate::Result;
 use cranelift_entity::SecondaryMap;
 use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
-use poot_kir::{BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, Val};
+use poot_kir::{BinOp, CmpOp, Scalar, Special, Val};
 use split::{Mode, Split, split_body};
 
 /// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
@@ -233,23 +233,4 @@ fn live_splits(e: &mut Emit, end: Val, chunk: usize) -> Val {
     let x = e.kb.add(end, round);
     let cv = e.u(chunk);
     e.kb.bin(BinOp::Div, x, cv)
-}
-
-/// The work-group's maximum of `x`: each subgroup's, stored by its `first` lane at `warp` of
-/// `slots` (`ATT_WARPS` shared words), then after a barrier all of them folded from `init` in
-/// subgroup order, so every thread holds the same bits.
-fn group_max(e: &mut Emit, x: Val, slots: Mem, [warp, first]: [Val; 2], init: Val) -> Result<Val> {
-    let part = e.kb.subgroup_reduce(ReduceOp::Max, x);
-    e.when(first, |e| {
-        e.kb.store(slots, warp, part);
-        Ok(())
-    })?;
-    e.kb.barrier();
-    let mut acc = init;
-    for i in 0..ATT_WARPS {
-        let iv = e.u(i);
-        let y = e.kb.load(slots, iv, 1);
-        acc = e.kb.bin(BinOp::Max, acc, y);
-    }
-    Ok(acc)
 }

@@ -4,9 +4,10 @@
 
 use super::combine::combine;
 use super::scores;
-use super::{ATT_WARPS, KvWrite, group_max};
+use super::{ATT_WARPS, KvWrite};
 use crate::Result;
 use crate::lower::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
+use crate::lower::kernels::{fold_parts, group_reduce, subgroup_parts};
 use crate::lower::place::Attention;
 use poot_ir::Value;
 use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
@@ -266,17 +267,19 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let sc = e.kb.select(live, sc, ninf);
     // The split's maximum and sum of exponentials: each subgroup's, then the work-group's.
     let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
-    let m = group_max(e, sc, maxes, [warp, first], ninf)?;
+    let m = group_reduce(
+        e,
+        (ReduceOp::Max, sc, ninf),
+        maxes,
+        [warp, first],
+        ATT_WARPS,
+    )?;
     let empty = e.kb.cmp(CmpOp::Eq, m, ninf);
     let safe_m = e.kb.select(empty, zero, m);
     let x = e.kb.sub(sc, safe_m);
     let p = e.kb.un(UnOp::Exp, x);
     e.kb.store(ps, at_in_split, p);
-    let l_sub = e.kb.subgroup_reduce(ReduceOp::Add, p);
-    e.when(first, |e| {
-        e.kb.store(sums, warp, l_sub);
-        Ok(())
-    })?;
+    subgroup_parts(e, ReduceOp::Add, p, sums, [warp, first])?;
     e.kb.barrier();
     // The subgroup's weighted sum over its visible prefix, two accumulators per dimension,
     // into its row of `mixes`.
@@ -338,12 +341,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     // What remains (the sum of the mixes, the output or the record, the combine) is short.
     e.kb.launch_dependents();
     // The work-group's sum of the subgroups' mixes: the output, or this split's record.
-    let mut l = zero;
-    for i in 0..ATT_WARPS {
-        let iv = e.u(i);
-        let x = e.kb.load(sums, iv, 1);
-        l = e.kb.add(l, x);
-    }
+    let l = fold_parts(e, ReduceOp::Add, sums, ATT_WARPS, zero);
     let out = e.buffer(s.root, Access::Write)?;
     let records = !matches!(s.mode, Mode::Direct);
     let part = records.then(|| e.mem(Buf::Scratch(s.root, 0), Scalar::F32, Access::ReadWrite));

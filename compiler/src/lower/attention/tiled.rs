@@ -20,13 +20,13 @@
 //! current block, so the loads' latency hides behind that work; the last block fetches
 //! nothing.
 
-use super::{ATT_WARPS, Prefix, group_max, prefix_end};
+use super::{ATT_WARPS, Prefix, prefix_end};
 use crate::Result;
 use crate::lower::expr::Emit;
-use crate::lower::kernels::{Launch, launch};
+use crate::lower::kernels::{Launch, group_reduce, launch};
 use crate::lower::place::Attention;
 use poot_ir::Value;
-use poot_kir::{Access, BinOp, CmpOp, Expr, Scalar, Special, UnOp, Val};
+use poot_kir::{Access, BinOp, CmpOp, Expr, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// Cache positions a work-group stages at a time.
 const BLOCK: usize = 32;
@@ -140,7 +140,13 @@ pub(super) fn tiled(
     let subv = e.u(sub as usize);
     let warp = e.kb.bin(BinOp::Div, local, subv);
     let first = e.kb.cmp(CmpOp::Eq, lane, zero_u);
-    let top = group_max(e, end, ends, [warp, first], zero_u)?;
+    let top = group_reduce(
+        e,
+        (ReduceOp::Max, end, zero_u),
+        ends,
+        [warp, first],
+        ATT_WARPS,
+    )?;
     let qrow = e.kb.mul(row, dv);
     let q: Vec<Val> = (0..d / 4)
         .map(|i| {
@@ -222,7 +228,7 @@ impl Step<'_> {
         row_of: &dyn Fn(&mut Emit, Val) -> Val,
     ) -> Result<Vec<Val>> {
         let [d, lanes, own] = self.dims;
-        let [_, row, j, end, _] = self.at;
+        let [_, row, j, end, top] = self.at;
         let [_, _, ks, vs, ps] = self.mems;
         let kstride = key_stride(d);
         // Every thread is done with the last block's staging before it is overwritten; the
@@ -234,7 +240,7 @@ impl Step<'_> {
         // The last block fetches nothing: its loads would hold up the loop's end.
         let bv = e.u(BLOCK);
         let next_kb = e.kb.add(kb, bv);
-        let more = e.kb.cmp(CmpOp::Lt, next_kb, self.at[4]);
+        let more = e.kb.cmp(CmpOp::Lt, next_kb, top);
         e.kb.begin();
         let got = self.fetch(e, next_kb, row_of);
         let then = e.kb.end();
