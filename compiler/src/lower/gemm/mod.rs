@@ -49,9 +49,17 @@ pub const TILE_MIN_ROWS: usize = 16;
 pub const THREADS: usize = 128;
 /// Rows per tile per row a thread computes (a thread computes rows `t / 8 + 16 * i`).
 const TM: usize = 16;
-/// The most shared memory a tiled work-group's step uses, in bytes (the SPIR-V targets have
-/// 32 KiB, part of which a subgroup fallback's scratch may take).
-const MAX_SHARED: usize = 24 * 1024;
+/// The most shared memory a tiled work-group's step uses, in bytes: with the rows' squares
+/// of the tensor-core form (`TM * 4` floats) and a subgroup fallback's scratch (a word a
+/// thread), a tile stays within the SPIR-V targets' 32 KiB. From 24 KiB, SmolLM2's gate/up
+/// (`k` of 18 units) takes two units a step instead of one; on the H100 (`poot bench
+/// --steps 50`, twice each; BENCHMARKS.md, thirty-second session) its 256-token chunk went
+/// from 2964-2981 to 2667-2679 us (gate/up 1053 to 740 us a chunk), 128 tokens from
+/// 2026-2039 to 1974-2000 and 64 from 1570-1587 to 1529-1542. 46 KiB (CUDA only) took the
+/// 256-token chunk to 2572-2575 but the 64-token chunk to 1801-1820.
+const MAX_SHARED: usize = 30 * 1024;
+
+const _: () = assert!(MAX_SHARED + 4 * (TM * 4 + THREADS) <= 32 * 1024);
 /// Columns per tile, of each matmul.
 const TN: usize = 16;
 /// Weights of a unit (a block of every block format, or 32 plain floats).
