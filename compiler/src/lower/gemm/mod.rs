@@ -55,8 +55,10 @@ const TM: usize = 16;
 /// (`k` of 18 units) takes two units a step instead of one; on the H100 (`poot bench
 /// --steps 50`, twice each; BENCHMARKS.md, thirty-second session) its 256-token chunk went
 /// from 2964-2981 to 2667-2679 us (gate/up 1053 to 740 us a chunk), 128 tokens from
-/// 2026-2039 to 1974-2000 and 64 from 1570-1587 to 1529-1542. 46 KiB (CUDA only) took the
-/// 256-token chunk to 2572-2575 but the 64-token chunk to 1801-1820.
+/// 2026-2039 to 1974-2000 and 64 from 1570-1587 to 1529-1542; Qwen2.5-0.5B's (`k` of 28
+/// units) 256-, 128- and 64-token chunks from 7424-7430, 4497-4616 and 2676-2685 us to
+/// 6520-6529, 3772-3773 and 2260. 46 KiB (CUDA only) took SmolLM2's 256-token chunk to
+/// 2572-2575 but its 64-token chunk to 1801-1820.
 const MAX_SHARED: usize = 30 * 1024;
 
 const _: () = assert!(MAX_SHARED + 4 * (TM * 4 + THREADS) <= 32 * 1024);
