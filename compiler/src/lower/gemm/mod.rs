@@ -615,3 +615,45 @@ fn outputs<'a>(t: &Tile<'a>, row: [Val; 3], first: Val, lead: Option<Val>) -> Ou
         n: t.n,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The arrays `gemm` declares for a step (`xt`, `wt`) fit `MAX_SHARED` for every row
+    /// length, tile height and matmul count, and the step takes the most units that divide
+    /// the row and fit.
+    #[test]
+    fn steps_take_the_most_units_whose_arrays_fit() {
+        let bytes = |tm: usize, nm: usize, mma: bool, u: usize| {
+            let tk = UNIT * u;
+            4 * (tm * (tk + 4) + w_at(tk - 1, nm, mma, u) + TN * nm)
+        };
+        for units in 1..=200 {
+            let k = UNIT * units;
+            for tm in [TM, 2 * TM, 4 * TM] {
+                for nm in [1, 2] {
+                    for mma in [false, true] {
+                        let u = step_units(k, tm, nm, mma);
+                        assert!(units.is_multiple_of(u), "k {k}: {u} units a step");
+                        assert!(bytes(tm, nm, mma, u) <= MAX_SHARED, "k {k} tm {tm} nm {nm}");
+                        let more = (u + 1..=MAX_STEP_UNITS).find(|&v| {
+                            units.is_multiple_of(v) && bytes(tm, nm, mma, v) <= MAX_SHARED
+                        });
+                        assert_eq!(more, None, "k {k} tm {tm} nm {nm} mma {mma}: {u} units");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The checkpoints' prefill matmuls in 64-row tiles with tensor cores (BENCHMARKS.md,
+    /// thirty-second session): gate/up (two matmuls) of SmolLM2 (`k` 576) and Qwen2.5-0.5B
+    /// (896) take two units a step, as do their q/k/v, o and down projections.
+    #[test]
+    fn the_checkpoints_matmuls_take_two_units_a_step() {
+        for (k, nm) in [(576, 2), (896, 2), (576, 1), (1536, 1), (896, 1), (4864, 1)] {
+            assert_eq!(step_units(k, 4 * TM, nm, true), 2, "k {k}, {nm} matmuls");
+        }
+    }
+}
