@@ -120,11 +120,24 @@ pub fn random_tensor(rng: &mut Rng, dtype: DType, dims: &[usize], scale: f32) ->
 
 /// The tensors of a tiny model, by GGUF name.
 pub fn tiny_tensors(spec: &ModelSpec, seed: u64) -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
+    tiny_tensors_with(spec, seed, &[])
+}
+
+/// The tensors of a tiny model, by GGUF name, with the dtypes of `dtypes`' roles in place of
+/// the tiny ones.
+fn tiny_tensors_with(
+    spec: &ModelSpec,
+    seed: u64,
+    dtypes: &[(RoleKind, DType)],
+) -> Vec<(String, DType, Vec<usize>, Vec<u8>)> {
     let mut rng = Rng::new(seed);
     roles(spec)
         .into_iter()
         .map(|(role, dims)| {
-            let dtype = tiny_dtype(spec.family, role);
+            let dtype = dtypes
+                .iter()
+                .find(|(k, _)| *k == role.kind)
+                .map_or_else(|| tiny_dtype(spec.family, role), |&(_, d)| d);
             let is_norm = matches!(
                 role.kind,
                 RoleKind::AttnNorm | RoleKind::FfnNorm | RoleKind::OutputNorm
@@ -148,7 +161,13 @@ pub fn tiny_model(family: Family, seed: u64) -> Result<Model> {
 
 /// A model of `spec` (a variation of a tiny spec) in memory, with the tiny dtypes.
 pub fn tiny_model_of(spec: ModelSpec, seed: u64) -> Result<Model> {
-    let store = WeightStore::from_tensors(tiny_tensors(&spec, seed));
+    tiny_model_with(spec, seed, &[])
+}
+
+/// A model of `spec` in memory, with the dtypes of `dtypes`' roles in place of the tiny ones
+/// (rows of the block formats must hold whole blocks).
+pub fn tiny_model_with(spec: ModelSpec, seed: u64, dtypes: &[(RoleKind, DType)]) -> Result<Model> {
+    let store = WeightStore::from_tensors(tiny_tensors_with(&spec, seed, dtypes));
     Model::bind(
         PathBuf::from(format!("tiny-{}", spec.family.name())),
         spec,

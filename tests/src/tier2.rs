@@ -10,7 +10,11 @@
 //! where the reference is finite fails at any tolerance. Where the tiled matmuls run on
 //! tensor cores (`Tolerance::for_target`: the PTX and reference targets run `matrix` forms),
 //! each product is three exact tf32 products within `3 * 2^-20 = 48u` of it, so a sum of `k`
-//! products is `3k` terms plus that: the bound takes `3 k_max + 48` for `k_max`.
+//! products is `3k` terms plus that: the bound takes `3 k_max + 48` for `k_max`. Block-format
+//! weights take two exact products of their codes (`x c` within `2^-20 |x c|`), and each run
+//! of 16 or 32 codes adds its sum times its scale and its inputs' sum times its min: fewer
+//! terms, of magnitudes `|scale c x|` and `|min x|` (within a few times `|w x|` for these
+//! formats), which the tensor's own scale in `compare` absorbs.
 
 use poot_eval::{Data, Tensor};
 
@@ -98,9 +102,9 @@ use poot_compiler::compile::{CompileOptions, compile};
 use poot_compiler::families::{Family, ModelSpec, StepShape, trace};
 use poot_compiler::passes::{PassOptions, optimize};
 use poot_compiler::plan::Readback;
-use poot_compiler::tiny::{Rng, tiny_model, tiny_model_of, tiny_spec};
+use poot_compiler::tiny::{Rng, tiny_model, tiny_model_of, tiny_model_with, tiny_spec};
 use poot_eval::{EvalOptions, Evaluation, Inputs, eval};
-use poot_ir::{Graph, SlotKind};
+use poot_ir::{DType, Graph, RoleKind, SlotKind};
 use poot_runtime::{Device, Engine, EntryId, Executor, StepOutput};
 use std::collections::HashMap;
 
@@ -179,6 +183,28 @@ pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
         ..tiny_spec(Family::Llama)
     };
     run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
+}
+
+/// Tier 2 as `run_tiny` for a tiny qwen2 256 wide with a feed-forward layer 4096 wide whose
+/// gate and down projections are Q6_K (a scale for each run of 16 codes) and its up Q8_0: the
+/// block formats the other configs' tiled matmuls lack. Its 36- and 64-token chunks' gate/up
+/// (one kernel with runs of 16 and 32) and down take the tensor-core form with coded
+/// weights (`gemm::coded` in the compiler).
+pub fn run_wide_codes<D: Device>(engine: Engine<D>, target: Target) {
+    let spec = ModelSpec {
+        d_model: 256,
+        d_ff: 4096,
+        head_dim: 64,
+        rope_dims: 64,
+        ..tiny_spec(Family::Qwen2)
+    };
+    let dtypes = [
+        (RoleKind::FfnGate, DType::Q6K),
+        (RoleKind::FfnUp, DType::Q8_0),
+        (RoleKind::FfnDown, DType::Q6K),
+    ];
+    let model = tiny_model_with(spec, 19, &dtypes).expect("model");
+    run_model(engine, &model, target);
 }
 
 /// Tier 2 as `run_tiny` for the tiny qwen2 with heads 16 wide (4 query heads on 2 K/V

@@ -9,7 +9,9 @@ use poot_compiler::families::Family;
 use poot_runtime::Engine;
 use poot_runtime::devices::cuda::{CudaDevice, CudaOptions};
 use poot_tests::faults::{timeout_poisons, trap_poisons};
-use poot_tests::tier2::{capture_vs_eager, nonfinite_flag, run_heads_16, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{
+    capture_vs_eager, nonfinite_flag, run_heads_16, run_tiny, run_wide_codes, run_wide_ffn,
+};
 use poot_tests::tier3::tier3_device;
 use poot_tests::{Checkpoint, engine_or_skip, require_gpu, sanitizer};
 use std::time::Duration;
@@ -42,6 +44,13 @@ fn cuda_tier2_qwen2_tiny() {
 fn cuda_tier2_llama_wide_ffn() {
     if let Some(e) = device("cuda_tier2_llama_wide_ffn") {
         run_wide_ffn(e, PTX);
+    }
+}
+
+#[test]
+fn cuda_tier2_qwen2_wide_codes() {
+    if let Some(e) = device("cuda_tier2_qwen2_wide_codes") {
+        run_wide_codes(e, PTX);
     }
 }
 

@@ -1,5 +1,6 @@
 //! Tier 2 on the reference device: every entry of tiny llama and qwen2 bundles (and of a tiny
-//! llama with a 4096-wide feed-forward layer, and a tiny qwen2 with 16-wide heads), run through
+//! llama with a 4096-wide feed-forward layer, a tiny qwen2 with one in Q6_K and Q8_0, and a
+//! tiny qwen2 with 16-wide heads), run through
 //! `Engine<ReferenceDevice>`, matches `poot_eval` on every output and carried state; and the
 //! recorded dispatch list replays bit-identically to launching it eagerly.
 
@@ -7,7 +8,9 @@ use poot_bundle::Target;
 use poot_compiler::families::Family;
 use poot_runtime::Engine;
 use poot_runtime::devices::reference::ReferenceDevice;
-use poot_tests::tier2::{capture_vs_eager, nonfinite_flag, run_heads_16, run_tiny, run_wide_ffn};
+use poot_tests::tier2::{
+    capture_vs_eager, nonfinite_flag, run_heads_16, run_tiny, run_wide_codes, run_wide_ffn,
+};
 
 #[test]
 fn llama_tiny_reference_matches_eval() {
@@ -30,6 +33,11 @@ fn qwen2_tiny_reference_matches_eval() {
 #[test]
 fn llama_wide_ffn_reference_matches_eval() {
     run_wide_ffn(Engine::new(ReferenceDevice::new()), Target::Reference);
+}
+
+#[test]
+fn qwen2_wide_codes_reference_matches_eval() {
+    run_wide_codes(Engine::new(ReferenceDevice::new()), Target::Reference);
 }
 
 #[test]

@@ -178,7 +178,7 @@ pub fn matmul(e: &mut Emit, root: Value, mms: &[Value], sub: u32) -> Result<Laun
     // The codes of unit `u` of each column of `cols`.
     let unit_loads = |e: &mut Emit, cols: &[(Val, Weight)], u: Val| -> Vec<Codes> {
         cols.iter()
-            .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes))
+            .map(|&(c, (m, words, dt, rbytes))| unit_codes(e, m, words, dt, c, u, rbytes, false))
             .collect()
     };
     // (Only where every right operand is a weight: another value could be the output of the

@@ -325,9 +325,11 @@ fn spread_bits(e: &mut Emit, h: Val, from: u32) -> Val {
 
 /// The unit `unit` of row `row` for a dot product (see [`Codes`]), with the same loads as
 /// [`unit`]. Codes are extracted four to a word: Q8_0's bytes with their sign bit flipped
-/// (the code plus 128) as exact codes; as mantissa codes, Q4_0/Q4_1/Q5_0's low and high
-/// nibbles (weights `j` and `j + 16`) with Q5_0's fifth bits spread in, Q4_K's nibbles and
-/// Q6_K's six-bit codes. Q8_0's eight bits do not fit a byte below the top mantissa bit.
+/// (the code plus 128) as exact codes; Q4_0/Q4_1/Q5_0's low and high nibbles (weights `j`
+/// and `j + 16`) with Q5_0's fifth bits spread in, Q4_K's nibbles and Q6_K's six-bit codes
+/// as mantissa codes, or with `exact` as exact codes (a subtraction more a code, and no
+/// cancellation in the sum). Q8_0's eight bits do not fit a byte below the top mantissa bit.
+#[allow(clippy::too_many_arguments)]
 pub fn unit_codes(
     e: &mut Emit,
     mem: Mem,
@@ -336,6 +338,7 @@ pub fn unit_codes(
     row: Val,
     unit_v: Val,
     row_bytes: usize,
+    exact: bool,
 ) -> Codes {
     if !matches!(
         dtype,
@@ -351,6 +354,21 @@ pub fn unit_codes(
     let by = Bytes::new(mem, words);
     let blk = block_at(e, &by, dtype, row, row_bytes, unit_v);
     let nibbles = e.kb.u32(0x0f0f_0f0f);
+    // The codes of a word of four raw codes (each below `2^bits`) of a format with `bias`.
+    let codes_of = |e: &mut Emit, w: Val, bits: u32, bias: u32| {
+        if exact {
+            byte_codes(e, w, bias)
+        } else {
+            mantissa_codes(e, w, bits)
+        }
+    };
+    let form_of = |bits: u32, bias: u32| {
+        if exact {
+            Form::Exact
+        } else {
+            Form::Mantissa { bits, bias }
+        }
+    };
     if dtype == DType::Q4K {
         let k = q4k_unit(e, &by, blk.at[0], unit_v);
         let codes =
@@ -358,14 +376,14 @@ pub fn unit_codes(
                 .flat_map(|&w| {
                     let w = e.kb.bin(BinOp::Shr, w, k.sh);
                     let w = e.kb.bin(BinOp::And, w, nibbles);
-                    mantissa_codes(e, w, 4)
+                    codes_of(e, w, 4, 0)
                 })
                 .collect();
         return Codes {
             codes,
             scales: vec![k.dl],
             min: Some(e.kb.un(UnOp::Neg, k.ml)),
-            form: Form::Mantissa { bits: 4, bias: 0 },
+            form: form_of(4, 0),
         };
     }
     if dtype == DType::Q6K {
@@ -382,14 +400,14 @@ pub fn unit_codes(
                     let hi = e.kb.bin(BinOp::And, hi, twos);
                     let hi = e.kb.bin(BinOp::Shl, hi, four);
                     let q = e.kb.bin(BinOp::Or, lo, hi);
-                    mantissa_codes(e, q, 6)
+                    codes_of(e, q, 6, 32)
                 })
                 .collect();
         return Codes {
             codes,
             scales: k.ds.to_vec(),
             min: None,
-            form: Form::Mantissa { bits: 6, bias: 32 },
+            form: form_of(6, 32),
         };
     }
     if dtype == DType::Q8_0 {
@@ -427,15 +445,15 @@ pub fn unit_codes(
             }
             None => (lo, hi),
         };
-        low.extend(mantissa_codes(e, lo, bits));
-        high.extend(mantissa_codes(e, hi, bits));
+        low.extend(codes_of(e, lo, bits, bias));
+        high.extend(codes_of(e, hi, bits, bias));
     }
     low.extend(high);
     Codes {
         codes: low,
         scales: vec![d],
         min: m,
-        form: Form::Mantissa { bits, bias },
+        form: form_of(bits, bias),
     }
 }
 

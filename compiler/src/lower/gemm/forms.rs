@@ -3,6 +3,7 @@
 //! the tiled matmul's invariants (`gemm`'s module docs): the staging is shared, only the
 //! products and the thread-to-output map differ.
 
+use super::coded::Coded;
 use super::{TM, TN, Tile, UNIT, outputs, step_loop, tile_end, w_at, w_row};
 use crate::Result;
 use crate::lower::expr::Emit;
@@ -17,7 +18,7 @@ pub(super) fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let two = e.u(2);
     let tc2 = e.kb.mul(t.tc, two);
     // The sums of (row i, matmul mi, column j) at (i * nm + mi) * 2 + j.
-    let (acc, ssq) = step_loop(e, t, 2 * nm * rm, |e, next| {
+    let (acc, ssq) = step_loop(e, t, 2 * nm * rm, None, |e, next| {
         let row_ats: Vec<Val> = (0..rm)
             .map(|i| {
                 let o = e.u(TM * i);
@@ -82,18 +83,56 @@ fn tf32_split(e: &mut Emit, x: Val) -> [Val; 2] {
     [hi, clear(e, rest)]
 }
 
+/// Where a subgroup's fragments are in a tile of the tensor-core form: lane `l` holds rows
+/// `l / 4` and `l / 4 + 8` of its 16-row block, columns `2 (l % 4)` and the next of each of
+/// its 8-column blocks.
+pub(super) struct Frags {
+    /// The lane's two rows in the tile.
+    pub rows: [Val; 2],
+    /// Where the lane's elements of A start in `xt`, for each of its rows.
+    ra: [Val; 2],
+    /// The first column of each of the subgroup's blocks, and where the lane's elements of B
+    /// of that block start in `wt`.
+    pub blocks: Vec<Val>,
+    bbase: Vec<Val>,
+    /// `2 (l % 4)`: the lane's first column in a block.
+    pub q2: Val,
+}
+
+impl Frags {
+    /// The lane's elements of A over `k` `8 c8 ..` of the step, each as its two tf32 parts
+    /// (`tf32_split`): `[hi, lo]`.
+    pub fn a(&self, e: &mut Emit, t: &Tile, c8: usize) -> [[Val; 4]; 2] {
+        let mut a = Vec::with_capacity(4);
+        for (dk, r) in [(0, 0), (0, 1), (4, 0), (4, 1)] {
+            let o = e.u(8 * c8 + dk);
+            let at = e.kb.add(self.ra[r], o);
+            let x = e.kb.load(t.xt, at, 1);
+            a.push(tf32_split(e, x));
+        }
+        [0, 1].map(|p| [a[0][p], a[1][p], a[2][p], a[3][p]])
+    }
+
+    /// The lane's element of B of block `b` of matmul `mi` at `k` `kk` (`l % 4` more) of
+    /// the step, as staged; B's elements are those of `kk` `8 c8` and `8 c8 + 4`.
+    pub fn b(&self, e: &mut Emit, t: &Tile, [b, mi, kk]: [usize; 3]) -> Val {
+        let o = e.u(w_at(kk, t.nm, t.mma, t.u) + mi * TN);
+        let at = e.kb.add(self.bbase[b], o);
+        e.kb.load(t.wt, at, 1)
+    }
+}
+
 /// The form with tensor cores (`Expr::Mma`, 16x8 output blocks over 8 of `k`): subgroup `w`
 /// of a 64-row tile computes rows `16 w ..` of both 8-column blocks of each matmul, of a
-/// 32-row tile rows `16 (w / 2) ..` of block `w % 2`; lane `l` holds rows `l / 4` and
-/// `l / 4 + 8` of its blocks, columns `2 (l % 4)` and the next (`Mma`'s layout). Each
-/// product `x w` is three exact tf32 products (`tf32_split`: `lo(x) hi(w) + hi(x) lo(w) +
-/// hi(x) hi(w)`, within `3 * 2^-20 |x w|` of it); each of the three is summed on its own
-/// (by the device in blocks of 8 `k`, the blocks in `k` order), so three chains of `mma`
-/// run side by side, and an output is the two low sums added, then the high one. The staged
-/// rows' sums of squares reach the output rows' lanes through shared memory.
-pub(super) fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
-    let (rm, nm, u) = (t.rm, t.nm, t.u);
-    let tk = UNIT * u;
+/// 32-row tile rows `16 (w / 2) ..` of block `w % 2` (`Frags`). Where the weights are coded
+/// (`Coded`), each product is two exact tf32 products of the code (`Coded::products`);
+/// otherwise each product `x w` is three exact tf32 products (`tf32_split`: `lo(x) hi(w) +
+/// hi(x) lo(w) + hi(x) hi(w)`, within `3 * 2^-20 |x w|` of it); each of the three is summed
+/// on its own (by the device in blocks of 8 `k`, the blocks in `k` order), so three chains of
+/// `mma` run side by side, and an output is the two low sums added, then the high one. The
+/// staged rows' sums of squares reach the output rows' lanes through shared memory.
+pub(super) fn mma_form(e: &mut Emit, t: &Tile, coded: Option<&Coded>) -> Result<()> {
+    let (rm, nm) = (t.rm, t.nm);
     let thirty_two = e.u(32);
     let w = e.kb.bin(BinOp::Div, t.local, thirty_two);
     let lane = e.kb.bin(BinOp::Rem, t.local, thirty_two);
@@ -121,64 +160,47 @@ pub(super) fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let r0 = e.kb.mul(rb, sixteen);
     let r0 = e.kb.add(r0, g);
     let r1 = e.kb.add(r0, eight);
-    let xs = e.u(tk + 4);
-    let ra: Vec<Val> = [r0, r1]
-        .map(|r| {
-            let a = e.kb.mul(r, xs);
-            e.kb.add(a, q)
-        })
-        .to_vec();
+    let xs = e.u(UNIT * t.u + 4);
+    let ra = [r0, r1].map(|r| {
+        let a = e.kb.mul(r, xs);
+        e.kb.add(a, q)
+    });
     let wr = e.u(w_row(nm, t.mma));
     let qb = e.kb.mul(q, wr);
     let qb = e.kb.add(qb, g);
     let bbase: Vec<Val> = blocks.iter().map(|&c| e.kb.add(qb, c)).collect();
+    let q2 = e.kb.mul(q, two);
+    let f = Frags {
+        rows: [r0, r1],
+        ra,
+        blocks,
+        bbase,
+        q2,
+    };
     let zero = e.kb.f32(0.0);
-    // Carried: D of (matmul mi, block b) at (mi * nb + b) * 4 + i for each of the three
-    // products (`lo(x) hi(w)`, `hi(x) lo(w)`, `hi(x) hi(w)`, `d` apart, each its own chain of
-    // dependent `mma`s).
+    // D of (matmul mi, block b) at (mi * nb + b) * 4 + i: coded, one sum; otherwise one for
+    // each of the three products (`lo(x) hi(w)`, `hi(x) lo(w)`, `hi(x) hi(w)`, `d` apart,
+    // each its own chain of dependent `mma`s).
     let d = 4 * nm * nb;
-    let (acc, staged) = step_loop(e, t, 3 * d, |e, next| {
-        for c8 in 0..tk / 8 {
-            let mut a = Vec::with_capacity(4);
-            for (dk, r) in [(0, 0), (0, 1), (4, 0), (4, 1)] {
-                let o = e.u(8 * c8 + dk);
-                let at = e.kb.add(ra[r], o);
-                let x = e.kb.load(t.xt, at, 1);
-                a.push(tf32_split(e, x));
-            }
-            let a_hi = [a[0][0], a[1][0], a[2][0], a[3][0]];
-            let a_lo = [a[0][1], a[1][1], a[2][1], a[3][1]];
-            for mi in 0..nm {
-                for (b, &bb) in bbase.iter().enumerate() {
-                    let bv = [0, 4].map(|dk| {
-                        let o = e.u(w_at(8 * c8 + dk, nm, t.mma, u) + mi * TN);
-                        let at = e.kb.add(bb, o);
-                        let x = e.kb.load(t.wt, at, 1);
-                        tf32_split(e, x)
-                    });
-                    let b_hi = [bv[0][0], bv[1][0]];
-                    let b_lo = [bv[0][1], bv[1][1]];
-                    let pairs = [(a_lo, b_hi), (a_hi, b_lo), (a_hi, b_hi)];
-                    for (p, (pa, pb)) in pairs.into_iter().enumerate() {
-                        let at = p * d + (mi * nb + b) * 4;
-                        let c: [Val; 4] = next[at..at + 4].try_into().expect("four");
-                        let r = e.kb.expr(poot_kir::Expr::Mma { a: pa, b: pb, c });
-                        for i in 0..4 {
-                            next[at + i] = e.kb.extract(r, i as u8);
-                        }
-                    }
-                }
-            }
+    let chains = if coded.is_some() { 1 } else { 3 };
+    let (acc, staged) = step_loop(e, t, chains * d, coded, |e, next| {
+        match coded {
+            Some(c) => c.products(e, t, &f, next),
+            None => three_products(e, t, &f, d, next),
         }
         Ok(())
     })?;
-    // Each output: its two low products' sums, then the high one's.
-    let sums: Vec<Val> = (0..d)
-        .map(|i| {
-            let lo = e.kb.add(acc[i], acc[d + i]);
-            e.kb.add(lo, acc[2 * d + i])
-        })
-        .collect();
+    // Each output: coded, its sum; otherwise its two low products' sums, then the high one's.
+    let sums: Vec<Val> = if coded.is_some() {
+        acc
+    } else {
+        (0..d)
+            .map(|i| {
+                let lo = e.kb.add(acc[i], acc[d + i]);
+                e.kb.add(lo, acc[2 * d + i])
+            })
+            .collect()
+    };
     // The output rows' sums of squares, from the threads that staged them.
     let ssq = match t.norm {
         Some(_) => {
@@ -199,13 +221,12 @@ pub(super) fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     };
     let rows_v = e.u(t.rows);
     let last_row = e.u(t.rows - 1);
-    let q2 = e.kb.mul(q, two);
     let mut outs = Vec::with_capacity(2 * nb);
     for (ri, r) in [r0, r1].into_iter().enumerate() {
         let row = e.kb.add(t.m0, r);
         let xrow = e.kb.bin(BinOp::Min, row, last_row);
         let row_ok = e.kb.cmp(CmpOp::Lt, row, rows_v);
-        for (b, &c) in blocks.iter().enumerate() {
+        for (b, &c) in f.blocks.iter().enumerate() {
             let first = e.kb.add(t.n0, c);
             let first = e.kb.add(first, q2);
             let lead = (b == 0).then_some(first_block);
@@ -220,4 +241,32 @@ pub(super) fn mma_form(e: &mut Emit, t: &Tile) -> Result<()> {
         }
     }
     tile_end(e, t, &outs)
+}
+
+/// One step's products of plain weights: the three products of each `x w` (see `mma_form`)
+/// into their chains, `d` apart in `next`.
+fn three_products(e: &mut Emit, t: &Tile, f: &Frags, d: usize, next: &mut [Val]) {
+    let nb = f.blocks.len();
+    for c8 in 0..UNIT * t.u / 8 {
+        let [a_hi, a_lo] = f.a(e, t, c8);
+        for mi in 0..t.nm {
+            for b in 0..nb {
+                let bv = [0, 4].map(|dk| {
+                    let x = f.b(e, t, [b, mi, 8 * c8 + dk]);
+                    tf32_split(e, x)
+                });
+                let b_hi = [bv[0][0], bv[1][0]];
+                let b_lo = [bv[0][1], bv[1][1]];
+                let pairs = [(a_lo, b_hi), (a_hi, b_lo), (a_hi, b_hi)];
+                for (p, (pa, pb)) in pairs.into_iter().enumerate() {
+                    let at = p * d + (mi * nb + b) * 4;
+                    let c: [Val; 4] = next[at..at + 4].try_into().expect("four");
+                    let r = e.kb.expr(poot_kir::Expr::Mma { a: pa, b: pb, c });
+                    for i in 0..4 {
+                        next[at + i] = e.kb.extract(r, i as u8);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -16,7 +16,9 @@
 //! others' loads unused), stored transposed (`wt`, one row of `w_row` floats a `k`, units
 //! `unit_pad` floats apart). Tiles of 32 or 64 rows with enough steps a part (`form`) have
 //! two forms (`Inst::Matrix`): with tensor cores each subgroup computes 16-row blocks of the
-//! tile (`mma_form`); without, every thread computes the rows it stages, columns
+//! tile (`mma_form`; where every weight is a block format, from the units' exact codes, each
+//! run's sum folded with its scale and min, `coded`); without, every thread computes the rows
+//! it stages, columns
 //! `2 * (t % 8)` and the next, of each matmul, each output summing its products in `k` order
 //! (`fma_form`). An RMS norm in the prologue multiplies each input by its norm weight before
 //! the sum and the row's `1 / sqrt(mean(x0^2) + eps)` after it (the row's eight loading
@@ -26,9 +28,10 @@
 //! `group_id.z` (`k_splits`): each part stores its partial sums, and the last part of a tile
 //! to finish adds them in part order (see `split_finish`).
 //!
-//! This module plans and stages the tiles; `forms` holds the two forms' products and `split`
-//! the end of a split `k`.
+//! This module plans and stages the tiles; `forms` holds the two forms' products, `coded` the
+//! tensor-core form's products of coded weights, and `split` the end of a split `k`.
 
+mod coded;
 mod forms;
 mod split;
 
@@ -36,8 +39,9 @@ use super::expr::Emit;
 use super::kernels::{Launch, args, inv_rms, launch, store};
 use super::matmul::{Operands, Weight, operands};
 use super::place::{Place, Placement};
-use super::quant::unit;
+use super::quant::{unit, unit_codes};
 use crate::Result;
+use coded::{CODE_FIELDS, Coded, coded};
 use forms::{fma_form, mma_form};
 use poot_ir::{Graph, Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Inst, Mem, Scalar, Special, Val};
@@ -114,17 +118,24 @@ fn step_units(k: usize, tm: usize, nm: usize, mma: bool) -> usize {
     (1..=MAX_STEP_UNITS)
         .rev()
         .find(|&u| {
-            let [xt, wt] = step_arrays(tm, nm, mma, u);
-            (k / UNIT).is_multiple_of(u) && 4 * (xt + wt) <= MAX_SHARED
+            let [xt, wt, codes] = step_arrays(tm, nm, mma, u);
+            (k / UNIT).is_multiple_of(u) && 4 * (xt + wt + codes) <= MAX_SHARED
         })
         .unwrap_or(1)
 }
 
-/// Floats of a step's two shared arrays in `gemm`: the inputs `xt` (`tm` rows of `32u`, each
-/// padded by 4) and the decoded weights `wt` (`w_at`'s layout).
-fn step_arrays(tm: usize, nm: usize, mma: bool, u: usize) -> [usize; 2] {
+/// Floats of a step's shared arrays in `gemm`: the inputs `xt` (`tm` rows of `32u`, each
+/// padded by 4), the decoded weights `wt` (`w_at`'s layout), and where the tile has a
+/// tensor-core form the coded form's units' scales and mins and rows' sums (`Coded`; counted
+/// whether or not the weights are coded, so a tile's step does not depend on its dtypes).
+fn step_arrays(tm: usize, nm: usize, mma: bool, u: usize) -> [usize; 3] {
     let tk = UNIT * u;
-    [tm * (tk + 4), w_at(tk - 1, nm, mma, u) + TN * nm]
+    let codes = if mma {
+        nm * u * CODE_FIELDS * TN + tm * u
+    } else {
+        0
+    };
+    [tm * (tk + 4), w_at(tk - 1, nm, mma, u) + TN * nm, codes]
 }
 
 /// Floats between the weights of two units in `wt`: a subgroup's loaders store `32 / u`
@@ -268,11 +279,22 @@ type Decode = (Vec<Inst>, Vec<Val>);
 
 /// Issues the loads of unit `unit` of column `col` of every matmul `ws`, in every thread
 /// (indices in range wherever the thread is), outside any branch, so they issue with the
-/// step's input loads; returns each unit's decoding, for `decode`.
-fn load_units(e: &mut Emit, ws: &[Weight], [col, unit_at]: [Val; 2]) -> Vec<Decode> {
+/// step's input loads; returns each unit's decoding, for `decode`: its 32 weights, or with
+/// `codes` its 32 exact codes and then its `CODE_FIELDS` (`Coded`).
+fn load_units(e: &mut Emit, ws: &[Weight], [col, unit_at]: [Val; 2], codes: bool) -> Vec<Decode> {
     ws.iter()
         .map(|&(m, words, dt, rbytes)| {
-            let (w, loads, rest) = e.split_loads(|e| unit(e, m, words, dt, col, unit_at, rbytes));
+            let (w, loads, rest) = e.split_loads(|e| {
+                if !codes {
+                    return unit(e, m, words, dt, col, unit_at, rbytes);
+                }
+                let c = unit_codes(e, m, words, dt, col, unit_at, rbytes, true);
+                let zero = e.kb.f32(0.0);
+                let second = c.scales.get(1).copied().unwrap_or(zero);
+                let mut w = c.codes;
+                w.extend([c.scales[0], second, c.min.unwrap_or(zero)]);
+                w
+            });
             e.kb.append(loads);
             (rest, w)
         })
@@ -280,12 +302,12 @@ fn load_units(e: &mut Emit, ws: &[Weight], [col, unit_at]: [Val; 2]) -> Vec<Deco
 }
 
 /// Decodes the unit of the matmul thread `local` loads for (`per` threads per matmul, from
-/// `units[i]` on), zeros for the threads past them.
-fn decode(e: &mut Emit, units: Vec<Decode>, i: usize, per: usize, local: Val) -> Vec<Val> {
+/// `units[i]` on), `len` zeros for the threads past them.
+fn decode(e: &mut Emit, units: Vec<Decode>, [i, per, len]: [usize; 3], local: Val) -> Vec<Val> {
     let mut units = units.into_iter();
     let Some((rest, w)) = units.next() else {
         let zero = e.kb.f32(0.0);
-        return vec![zero; UNIT];
+        return vec![zero; len];
     };
     let lim = e.u(per * (i + 1));
     let cond = e.kb.cmp(CmpOp::Lt, local, lim);
@@ -293,7 +315,7 @@ fn decode(e: &mut Emit, units: Vec<Decode>, i: usize, per: usize, local: Val) ->
     e.kb.append(rest);
     let then_b = e.kb.end();
     e.kb.begin();
-    let els = decode(e, units.collect(), i + 1, per, local);
+    let els = decode(e, units.collect(), [i + 1, per, len], local);
     let els_b = e.kb.end();
     e.kb.finish_if(cond, then_b, w, els_b, els)
 }
@@ -333,6 +355,8 @@ struct Tile<'a> {
     wdst: Val,
     xt: Mem,
     wt: Mem,
+    /// The thread's unit's matmul and column in the tile.
+    wslot: [Val; 2],
     /// The parts of a split `k`: this work-group's steps, the parts, the tiles along `x`.
     steps: [Val; 2],
     ks: usize,
@@ -407,9 +431,10 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let unit_row = e.u(UNIT * w_row(nm, mma) + unit_pad(u));
     let wdst = e.kb.mul(wu, unit_row);
     let wdst = e.kb.add(wdst, wcol_at);
-    let [xt_len, wt_len] = step_arrays(tm, nm, mma, u);
+    let [xt_len, wt_len, _] = step_arrays(tm, nm, mma, u);
     let xt = e.kb.shared(Scalar::F32, xt_len as u32);
     let wt = e.kb.shared(Scalar::F32, wt_len as u32);
+
     let steps = k / tk;
     let (gxn, gyn) = (n.div_ceil(TN), rows.div_ceil(tm));
     // This work-group's steps: part `group_id.z` of `ks`.
@@ -449,6 +474,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         wdst,
         xt,
         wt,
+        wslot: [mi, c_in],
         steps: [s0, s1],
         ks,
         gxn,
@@ -456,7 +482,14 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         last_col,
     };
     if mma {
-        e.matrix(|e| mma_form(e, &t), |e| fma_form(e, &t))?;
+        e.matrix(
+            |e| {
+                let [mi, c_in] = t.wslot;
+                let c = coded(e, &t.ws, [tm, u], [mi, c_in, t.wu, t.tc]);
+                mma_form(e, &t, c.as_ref())
+            },
+            |e| fma_form(e, &t),
+        )?;
     } else {
         fma_form(e, &t)?;
     }
@@ -487,8 +520,10 @@ fn w_at(kk: usize, nm: usize, mma: bool, u: usize) -> usize {
 
 /// Loads step `s`'s inputs and weight units, decodes the thread's unit, and stores both into
 /// `xt` and `wt` between two barriers; adds the squares of the thread's inputs to `ssq`
-/// where the input is normed.
-fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val]) -> Result<()> {
+/// where the input is normed. With `codes` (the coded tensor-core form) the units are
+/// decoded to exact codes, and their scales and mins and the rows' sums are staged too
+/// (`Coded::stage_fields`, `Coded::stage_sums`).
+fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val], codes: Option<&Coded>) -> Result<()> {
     let (rm, u, nm) = (t.rm, t.u, t.nm);
     let tk = UNIT * u;
     // The step's loads: each row's `u` vectors of inputs (row-major), the norm weight's
@@ -515,8 +550,9 @@ fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val]) -> Result<()> {
     let uv = e.u(u);
     let su = e.kb.mul(s, uv);
     let unit_at = e.kb.add(su, t.wu);
-    let units = load_units(e, &t.ws, [t.wcol, unit_at]);
-    let w = decode(e, units, 0, TN * u, t.local);
+    let units = load_units(e, &t.ws, [t.wcol, unit_at], codes.is_some());
+    let len = UNIT + if codes.is_some() { CODE_FIELDS } else { 0 };
+    let w = decode(e, units, [0, TN * u, len], t.local);
     e.kb.barrier();
     let xs_stride = e.u(tk + 4);
     for (i, ssq) in ssq.iter_mut().enumerate() {
@@ -539,13 +575,19 @@ fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val]) -> Result<()> {
             let o = e.u(32 * q);
             let at = e.kb.add(row_at, o);
             e.kb.store(t.xt, at, y);
+            if let Some(c) = codes {
+                c.stage_sums(e, t, [i, q], y);
+            }
         }
     }
     e.when(t.loads_w, |e| {
-        for (j, &wv) in w.iter().enumerate() {
+        for (j, &wv) in w[..UNIT].iter().enumerate() {
             let o = e.u(j * w_row(nm, t.mma));
             let at = e.kb.add(o, t.wdst);
             e.kb.store(t.wt, at, wv);
+        }
+        if let Some(c) = codes {
+            c.stage_fields(e, &w[UNIT..]);
         }
         Ok(())
     })?;
@@ -582,14 +624,15 @@ fn tile_end(e: &mut Emit, t: &Tile, outs: &[(Outputs, Vec<Val>, Val)]) -> Result
     }
 }
 
-/// The tile's loop over its steps of `k`: each step staged (`stage`), then `products` adds
-/// it into the `n` carried sums. Returns the sums and the staged rows' sums of squares
-/// (`row_squares`), emitted after the hint that the products are done (what remains, the
-/// reductions and the epilogue, is short).
+/// The tile's loop over its steps of `k`: each step staged (`stage`, with `codes` where the
+/// form takes them), then `products` adds it into the `n` carried sums. Returns the sums and
+/// the staged rows' sums of squares (`row_squares`), emitted after the hint that the products
+/// are done (what remains, the reductions and the epilogue, is short).
 fn step_loop(
     e: &mut Emit,
     t: &Tile,
     n: usize,
+    codes: Option<&Coded>,
     products: impl FnOnce(&mut Emit, &mut Vec<Val>) -> Result<()>,
 ) -> Result<(Vec<Val>, Vec<Val>)> {
     let zero = e.kb.f32(0.0);
@@ -597,7 +640,7 @@ fn step_loop(
     let [s0, s1] = t.steps;
     let mut acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
         let mut ssq = acc[n..].to_vec();
-        stage(e, t, s, &mut ssq)?;
+        stage(e, t, s, &mut ssq, codes)?;
         let mut next = acc[..n].to_vec();
         products(e, &mut next)?;
         next.extend(ssq);
