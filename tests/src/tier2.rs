@@ -185,15 +185,16 @@ pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
 }
 
-/// Tier 2 as `run_tiny` for a tiny qwen2 256 wide with a feed-forward layer 4096 wide whose
+/// Tier 2 as `run_tiny` for a tiny qwen2 512 wide with a feed-forward layer 1536 wide whose
 /// gate and down projections are Q6_K (a scale for each run of 16 codes) and its up Q8_0: the
 /// block formats the other configs' tiled matmuls lack. Its 36- and 64-token chunks' gate/up
-/// (one kernel with runs of 16 and 32) and down take the tensor-core form with coded
-/// weights (`gemm::coded` in the compiler).
+/// (one kernel with runs of 16 and 32) and its 64-token chunk's down split `k` in parts of
+/// at least one and a half steps, so they take the tensor-core form with coded weights
+/// (`gemm::coded` in the compiler).
 pub fn run_wide_codes<D: Device>(engine: Engine<D>, target: Target) {
     let spec = ModelSpec {
-        d_model: 256,
-        d_ff: 4096,
+        d_model: 512,
+        d_ff: 1536,
         head_dim: 64,
         rope_dims: 64,
         ..tiny_spec(Family::Qwen2)

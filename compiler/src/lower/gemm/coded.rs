@@ -1,6 +1,7 @@
-//! The coded products of the tensor-core form (`mma_form` where every weight of the tile is
-//! a block format): the staged weights are the units' exact integer codes (`unit_codes`),
-//! exact in tf32, so each product `x c` is two exact tf32 products `lo(x) c + hi(x) c`
+//! The coded products of the tensor-core form (`mma_form` where `k` is split and every
+//! weight of the tile is a block format): the staged weights are the units' exact integer
+//! codes (`unit_codes`), exact in tf32, so each product `x c` is two exact tf32 products
+//! `lo(x) c + hi(x) c`
 //! (within `2^-20 |x c|` of it) instead of the three a decoded weight takes, and the sums
 //! of each run of codes that share a scale are folded into the outputs with the run's scale
 //! and min: `sum(x w) = sum over runs (scale * sum(x c) + min * sum(x))`.
@@ -62,10 +63,6 @@ pub(super) fn coded(
     [mi, c_in, wu, tc]: [Val; 4],
 ) -> Option<Coded> {
     let runs = ws.iter().map(|w| run_of(w.2)).collect::<Option<Vec<_>>>()?;
-    eprintln!(
-        "CODED {:?} tm {tm} u {u}",
-        ws.iter().map(|w| w.2).collect::<Vec<_>>()
-    );
     let fields =
         e.kb.shared(Scalar::F32, (ws.len() * u * CODE_FIELDS * TN) as u32);
     let sums = runs

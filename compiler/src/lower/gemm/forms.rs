@@ -18,7 +18,7 @@ pub(super) fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
     let two = e.u(2);
     let tc2 = e.kb.mul(t.tc, two);
     // The sums of (row i, matmul mi, column j) at (i * nm + mi) * 2 + j.
-    let (acc, ssq) = step_loop(e, t, 2 * nm * rm, None, |e, next| {
+    let (acc, ssq) = step_loop(e, t, 2 * nm * rm, None, false, |e, next| {
         let row_ats: Vec<Val> = (0..rm)
             .map(|i| {
                 let o = e.u(TM * i);
@@ -39,7 +39,7 @@ pub(super) fn fma_form(e: &mut Emit, t: &Tile) -> Result<()> {
             for c in 0..4 {
                 let kk = 4 * g + c;
                 for mi in 0..nm {
-                    let o = e.u(w_at(kk, nm, t.mma, u) + mi * TN);
+                    let o = e.u(w_at(kk, nm, false, u) + mi * TN);
                     let at = e.kb.add(o, tc2);
                     let w2 = e.kb.load(t.wt, at, 2);
                     for j in 0..2 {
@@ -116,7 +116,7 @@ impl Frags {
     /// The lane's element of B of block `b` of matmul `mi` at `k` `kk` (`l % 4` more) of
     /// the step, as staged; B's elements are those of `kk` `8 c8` and `8 c8 + 4`.
     pub fn b(&self, e: &mut Emit, t: &Tile, [b, mi, kk]: [usize; 3]) -> Val {
-        let o = e.u(w_at(kk, t.nm, t.mma, t.u) + mi * TN);
+        let o = e.u(w_at(kk, t.nm, true, t.u) + mi * TN);
         let at = e.kb.add(self.bbase[b], o);
         e.kb.load(t.wt, at, 1)
     }
@@ -165,7 +165,7 @@ pub(super) fn mma_form(e: &mut Emit, t: &Tile, coded: Option<&Coded>) -> Result<
         let a = e.kb.mul(r, xs);
         e.kb.add(a, q)
     });
-    let wr = e.u(w_row(nm, t.mma));
+    let wr = e.u(w_row(nm, true));
     let qb = e.kb.mul(q, wr);
     let qb = e.kb.add(qb, g);
     let bbase: Vec<Val> = blocks.iter().map(|&c| e.kb.add(qb, c)).collect();
@@ -183,7 +183,7 @@ pub(super) fn mma_form(e: &mut Emit, t: &Tile, coded: Option<&Coded>) -> Result<
     // each its own chain of dependent `mma`s).
     let d = 4 * nm * nb;
     let chains = if coded.is_some() { 1 } else { 3 };
-    let (acc, staged) = step_loop(e, t, chains * d, coded, |e, next| {
+    let (acc, staged) = step_loop(e, t, chains * d, coded, true, |e, next| {
         match coded {
             Some(c) => c.products(e, t, &f, next),
             None => three_products(e, t, &f, d, next),

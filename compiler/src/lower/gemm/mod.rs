@@ -330,13 +330,11 @@ struct Tile<'a> {
     /// The norm's weight, epsilon and `k`, where the input is an RMS norm in the prologue.
     norm: Option<(Mem, f32, usize)>,
     ws: Vec<Weight>,
-    /// Input rows, output columns, matmuls, rows a thread stages, whether the tile has the
-    /// tensor-core form, units a step.
+    /// Input rows, output columns, matmuls, rows a thread stages, units a step.
     rows: usize,
     n: usize,
     nm: usize,
     rm: usize,
-    mma: bool,
     u: usize,
     local: Val,
     tr: Val,
@@ -347,12 +345,12 @@ struct Tile<'a> {
     trows: Vec<(Val, Val)>,
     xbases: Vec<Val>,
     kpart: Val,
-    /// The thread's weight unit: its column, unit, whether the thread decodes one, where it
-    /// goes in `wt`.
+    /// The thread's weight unit: its column, unit, whether the thread decodes one, and its
+    /// column in a row of `wt`.
     wcol: Val,
     wu: Val,
     loads_w: Val,
-    wdst: Val,
+    wcol_at: Val,
     xt: Mem,
     wt: Mem,
     /// The thread's unit's matmul and column in the tile.
@@ -423,14 +421,10 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
     let wcol = e.kb.bin(BinOp::Min, wc, last_col);
     let loaders = e.u(per * nm);
     let loads_w = e.kb.cmp(CmpOp::Lt, local, loaders);
-    // Where the thread's unit goes in `wt`: weight `j` of unit `wu` (step row `wu * 32 + j`)
-    // of column `local / per * TN + local % per / u`, at `w_at`'s place.
+    // The column the thread's unit goes to in `wt`: `local / per * TN + local % per / u`.
     let mi = e.kb.bin(BinOp::Div, local, per_v);
     let wcol_at = e.kb.mul(mi, tn);
     let wcol_at = e.kb.add(wcol_at, c_in);
-    let unit_row = e.u(UNIT * w_row(nm, mma) + unit_pad(u));
-    let wdst = e.kb.mul(wu, unit_row);
-    let wdst = e.kb.add(wdst, wcol_at);
     let [xt_len, wt_len, _] = step_arrays(tm, nm, mma, u);
     let xt = e.kb.shared(Scalar::F32, xt_len as u32);
     let wt = e.kb.shared(Scalar::F32, wt_len as u32);
@@ -458,7 +452,6 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         n,
         nm,
         rm,
-        mma,
         u,
         local,
         tr,
@@ -471,7 +464,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         wcol,
         wu,
         loads_w,
-        wdst,
+        wcol_at,
         xt,
         wt,
         wslot: [mi, c_in],
@@ -485,7 +478,17 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         e.matrix(
             |e| {
                 let [mi, c_in] = t.wslot;
-                let c = coded(e, &t.ws, [tm, u], [mi, c_in, t.wu, t.tc]);
+                // Coded only where `k` is split: on the H100 (SmolLM2, `poot bench`, two
+                // rounds; BENCHMARKS.md, thirty-fourth session) the coded form everywhere
+                // took 2.7% off the 128-token chunk and 2.5% off 64 tokens (gate/up, `k` in
+                // 3 and 5 parts, 740 to 668 and 527 to 479 us) but added 9.9% to 256 tokens,
+                // whose gate/up (`k` whole) went from 742 to 937 us; coded only where `k` is
+                // split, 2.0% and 2.3% off 128 and 64 tokens, 1.5% more at 256.
+                let c = if t.ks > 1 {
+                    coded(e, &t.ws, [tm, u], [mi, c_in, t.wu, t.tc])
+                } else {
+                    None
+                };
                 mma_form(e, &t, c.as_ref())
             },
             |e| fma_form(e, &t),
@@ -504,26 +507,34 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
 }
 
 /// Floats between two consecutive `k` of the staged weights (`wt`): the tile's columns of
-/// every matmul, and where the tile has a tensor-core form 8 more, so the eight columns and
+/// every matmul, and in the tensor-core form (`padded`) 8 more, so the eight columns and
 /// four `k` a subgroup's `mma` reads of them fall in distinct banks (the row stride is 24 or
-/// 40, 24 or 8 modulo 32). Without that form the rows stay packed: with the wider rows
-/// everywhere, SmolLM2's 16-token chunks (which have no tensor-core form, and whose kernels
-/// differed in nothing else) took 1014-1016 us on the H100 against 969-974.
-fn w_row(nm: usize, mma: bool) -> usize {
-    TN * nm + if mma { 8 } else { 0 }
+/// 40, 24 or 8 modulo 32). The form without tensor cores keeps the rows packed: with the
+/// wider rows there, SmolLM2's 16-token chunks (then without a tensor-core form, and whose
+/// kernels differed in nothing else) took 1014-1016 us on the H100 against 969-974.
+fn w_row(nm: usize, padded: bool) -> usize {
+    TN * nm + if padded { 8 } else { 0 }
 }
 
-/// Where weight `kk` of a step's column 0 of matmul 0 is in `wt`.
-fn w_at(kk: usize, nm: usize, mma: bool, u: usize) -> usize {
-    kk * w_row(nm, mma) + kk / UNIT * unit_pad(u)
+/// Where weight `kk` of a step's column 0 of matmul 0 is in `wt` (rows `padded` or not).
+fn w_at(kk: usize, nm: usize, padded: bool, u: usize) -> usize {
+    kk * w_row(nm, padded) + kk / UNIT * unit_pad(u)
 }
 
 /// Loads step `s`'s inputs and weight units, decodes the thread's unit, and stores both into
 /// `xt` and `wt` between two barriers; adds the squares of the thread's inputs to `ssq`
 /// where the input is normed. With `codes` (the coded tensor-core form) the units are
 /// decoded to exact codes, and their scales and mins and the rows' sums are staged too
-/// (`Coded::stage_fields`, `Coded::stage_sums`).
-fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val], codes: Option<&Coded>) -> Result<()> {
+/// (`Coded::stage_fields`, `Coded::stage_sums`). The weights' rows are `padded` in the
+/// tensor-core form (`w_row`).
+fn stage(
+    e: &mut Emit,
+    t: &Tile,
+    s: Val,
+    ssq: &mut [Val],
+    codes: Option<&Coded>,
+    padded: bool,
+) -> Result<()> {
     let (rm, u, nm) = (t.rm, t.u, t.nm);
     let tk = UNIT * u;
     // The step's loads: each row's `u` vectors of inputs (row-major), the norm weight's
@@ -580,10 +591,15 @@ fn stage(e: &mut Emit, t: &Tile, s: Val, ssq: &mut [Val], codes: Option<&Coded>)
             }
         }
     }
+    // Weight `j` of unit `wu` (step row `wu * 32 + j`) of the thread's column, at `w_at`'s
+    // place.
+    let unit_row = e.u(UNIT * w_row(nm, padded) + unit_pad(u));
+    let wdst = e.kb.mul(t.wu, unit_row);
+    let wdst = e.kb.add(wdst, t.wcol_at);
     e.when(t.loads_w, |e| {
         for (j, &wv) in w[..UNIT].iter().enumerate() {
-            let o = e.u(j * w_row(nm, t.mma));
-            let at = e.kb.add(o, t.wdst);
+            let o = e.u(j * w_row(nm, padded));
+            let at = e.kb.add(o, wdst);
             e.kb.store(t.wt, at, wv);
         }
         if let Some(c) = codes {
@@ -625,7 +641,8 @@ fn tile_end(e: &mut Emit, t: &Tile, outs: &[(Outputs, Vec<Val>, Val)]) -> Result
 }
 
 /// The tile's loop over its steps of `k`: each step staged (`stage`, with `codes` where the
-/// form takes them), then `products` adds it into the `n` carried sums. Returns the sums and
+/// form takes them, rows `padded` in the tensor-core form), then `products` adds it into the
+/// `n` carried sums. Returns the sums and
 /// the staged rows' sums of squares (`row_squares`), emitted after the hint that the products
 /// are done (what remains, the reductions and the epilogue, is short).
 fn step_loop(
@@ -633,6 +650,7 @@ fn step_loop(
     t: &Tile,
     n: usize,
     codes: Option<&Coded>,
+    padded: bool,
     products: impl FnOnce(&mut Emit, &mut Vec<Val>) -> Result<()>,
 ) -> Result<(Vec<Val>, Vec<Val>)> {
     let zero = e.kb.f32(0.0);
@@ -640,7 +658,7 @@ fn step_loop(
     let [s0, s1] = t.steps;
     let mut acc = e.repeat(s0, s1, 1, &init, |e, s, acc| {
         let mut ssq = acc[n..].to_vec();
-        stage(e, t, s, &mut ssq, codes)?;
+        stage(e, t, s, &mut ssq, codes, padded)?;
         let mut next = acc[..n].to_vec();
         products(e, &mut next)?;
         next.extend(ssq);
