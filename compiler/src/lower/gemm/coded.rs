@@ -1,10 +1,10 @@
 //! The coded products of the tensor-core form (`mma_form` where `k` is split and every
 //! weight of the tile is a block format): the staged weights are the units' exact integer
 //! codes (`unit_codes`), exact in tf32, so each product `x c` is two exact tf32 products
-//! `lo(x) c + hi(x) c`
-//! (within `2^-20 |x c|` of it) instead of the three a decoded weight takes, and the sums
-//! of each run of codes that share a scale are folded into the outputs with the run's scale
-//! and min: `sum(x w) = sum over runs (scale * sum(x c) + min * sum(x))`.
+//! `lo(x) c + hi(x) c` (within `2^-20 |x c|` of it) instead of the three a decoded weight
+//! takes, and the sums of each run of codes that share a scale are folded into the outputs
+//! with the run's scale and min: `sum(x w) = sum over runs (scale * sum(x c) + min *
+//! sum(x))`.
 //!
 //! Invariants: the loader threads stage each unit's `CODE_FIELDS` (the scale of its first run,
 //! of its second, its min; zero where the format has none) for every column of every matmul
