@@ -187,10 +187,10 @@ pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
 
 /// Tier 2 as `run_tiny` for a tiny qwen2 512 wide with a feed-forward layer 1536 wide whose
 /// gate and down projections are Q6_K (a scale for each run of 16 codes) and its up Q8_0: the
-/// block formats the other configs' tiled matmuls lack. Its 36- and 64-token chunks' gate/up
-/// (one kernel with runs of 16 and 32) and its 64-token chunk's down split `k` in parts of
-/// at least one and a half steps, so they take the tensor-core form with coded weights
-/// (`gemm::coded` in the compiler).
+/// block formats the other configs' tiled matmuls lack. Its prefill chunks' gate/up (one
+/// kernel with runs of 16 and 32, `k` in 3 parts) and its 36- and 64-token chunks' down (`k`
+/// in 8 parts) split `k` in parts of at least one and a half steps, so they take the
+/// tensor-core form with coded weights (`gemm::coded` in the compiler).
 pub fn run_wide_codes<D: Device>(engine: Engine<D>, target: Target) {
     let spec = ModelSpec {
         d_model: 512,
