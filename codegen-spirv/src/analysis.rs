@@ -27,6 +27,53 @@ pub(crate) fn inst_has_sync(i: &Inst) -> bool {
     }
 }
 
+/// How many statements the run of subgroup operations at the start of `insts` takes:
+/// consecutive `let`s of subgroup operations, none reading a value an earlier one of the run
+/// defines, so the shared-memory fallback can publish them all behind one barrier.
+pub(crate) fn sync_run(insts: &[Inst]) -> usize {
+    let mut defined: HashSet<Val> = HashSet::new();
+    for (n, i) in insts.iter().enumerate() {
+        match i {
+            Inst::Let(v, e) if is_sync(e) && e.operands().iter().all(|a| !defined.contains(a)) => {
+                defined.insert(*v);
+            }
+            _ => return n,
+        }
+    }
+    insts.len()
+}
+
+/// The most scratch words one run of subgroup operations (`sync_run`) of `k` publishes: a
+/// component of a vector operand each.
+pub(crate) fn widest_run(k: &Kernel) -> u32 {
+    fn walk(k: &Kernel, insts: &[Inst], most: &mut u32) {
+        let mut i = 0;
+        while i < insts.len() {
+            let n = sync_run(&insts[i..]);
+            let words: u32 = insts[i..i + n]
+                .iter()
+                .filter_map(|s| match s {
+                    Inst::Let(_, e) => e.operands().first().map(|a| u32::from(k.types[*a].lanes)),
+                    _ => None,
+                })
+                .sum();
+            *most = (*most).max(words);
+            match &insts[i] {
+                Inst::If { then, els, .. } => {
+                    walk(k, then, most);
+                    walk(k, els, most);
+                }
+                Inst::For { body, .. } => walk(k, body, most),
+                _ => {}
+            }
+            i += n.max(1);
+        }
+    }
+    let mut most = 0;
+    walk(k, &k.body, &mut most);
+    most
+}
+
 /// What a kernel uses, collected in one walk.
 #[derive(Default)]
 pub(crate) struct Features {

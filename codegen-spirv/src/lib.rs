@@ -30,7 +30,8 @@
 //!   access keeps its accesses in bounds.
 //! - The work-group size is the `LocalSize` execution mode; shared arrays are `Workgroup`
 //!   arrays (`s0`, `s1`, ..); a kernel using the subgroup fallback adds one more,
-//!   `poot_subgroup_scratch`, of one `u32` per thread ([`SpirvTarget::shared_bytes`]).
+//!   `poot_subgroup_scratch`, of `SpirvTarget::scratch_words` `u32` rows of one word per
+//!   thread ([`SpirvTarget::shared_bytes`]).
 //! - Thread coordinates are the `LocalInvocationId`, `WorkgroupId` built-ins; `lane` is
 //!   `SubgroupLocalInvocationId` natively in a one-dimensional work-group, and
 //!   `LocalInvocationIndex % subgroup` with the fallback or in a work-group of more than one

@@ -112,7 +112,7 @@ impl Writer<'_> {
                     .op(Op::CompositeExtract, s, vec![id(self.val(*a)), lane])
             }
             Expr::SubgroupReduce(op, a) => self.reduce(*op, *a, v, guard)?,
-            Expr::ShuffleXor(a, mask) => self.shuffle_xor(*a, *mask, guard)?,
+            Expr::ShuffleXor(a, mask) => self.shuffle_xor(*a, *mask, v, guard)?,
             // `render` removes matrices first (`poot_kir::without_matrix`).
             Expr::Mma { .. } => return Err(self.unsupported("matrix multiply-accumulate".into())),
         })

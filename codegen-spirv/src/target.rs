@@ -10,6 +10,16 @@ use crate::analysis;
 use crate::error::{Result, SpirvError};
 use poot_kir::Kernel;
 
+/// The most scratch words a thread of the subgroup fallback has: with eight, the tiny
+/// llama's 4-token q/k/v kernel (48 reductions, 128 threads, 4 KiB of scratch) takes 12
+/// pairs of barriers instead of 48.
+const MAX_SCRATCH_WORDS: u32 = 8;
+
+/// Bytes of `k`'s own shared arrays.
+fn arrays_bytes(k: &Kernel) -> u64 {
+    k.shared.iter().map(|s| 4 * u64::from(s.len.max(1))).sum()
+}
+
 /// A SPIR-V target and its capabilities.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct SpirvTarget {
@@ -131,16 +141,28 @@ impl SpirvTarget {
         matches!(self.mode(k), SubgroupMode::Fallback(_)) && analysis::has_sync(&k.body)
     }
 
-    /// Bytes of shared memory `k` takes here: its arrays plus, with the fallback, one `u32`
-    /// of scratch per thread.
+    /// Words of the fallback's scratch each thread of `k` has (0 without the fallback): one
+    /// for each value of `k`'s widest run of subgroup operations (`analysis::sync_run`), up
+    /// to `MAX_SCRATCH_WORDS` and to what the shared memory left by `k`'s arrays holds, and at
+    /// least one. A run publishes as many of its values as there are words behind each pair
+    /// of barriers.
+    pub fn scratch_words(&self, k: &Kernel) -> u32 {
+        if !self.uses_fallback(k) {
+            return 0;
+        }
+        let free = u64::from(self.max_shared).saturating_sub(arrays_bytes(k))
+            / (4 * u64::from(k.threads().max(1)));
+        let free = u32::try_from(free).unwrap_or(u32::MAX);
+        analysis::widest_run(k)
+            .min(MAX_SCRATCH_WORDS)
+            .min(free)
+            .max(1)
+    }
+
+    /// Bytes of shared memory `k` takes here: its arrays plus, with the fallback, its scratch
+    /// (`scratch_words` a thread).
     pub fn shared_bytes(&self, k: &Kernel) -> u64 {
-        let arrays: u64 = k.shared.iter().map(|s| 4 * u64::from(s.len.max(1))).sum();
-        let scratch = if self.uses_fallback(k) {
-            4 * u64::from(k.threads())
-        } else {
-            0
-        };
-        arrays + scratch
+        arrays_bytes(k) + 4 * u64::from(self.scratch_words(k)) * u64::from(k.threads())
     }
 
     /// Checks the whole-kernel limits of a verified kernel.

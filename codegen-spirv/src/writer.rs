@@ -18,7 +18,7 @@
 //!   as the execution spec allows (the dispatch's results are discarded), because a thread
 //!   that left early would make later barriers non-uniform.
 
-use crate::analysis::{Features, element_lanes, inst_has_sync};
+use crate::analysis::{Features, element_lanes, inst_has_sync, sync_run};
 use crate::error::{Result, SpirvError};
 use crate::module::{Module, id};
 use crate::target::{SpirvTarget, SubgroupMode};
@@ -61,6 +61,8 @@ pub(crate) struct Writer<'a> {
     shared: Vec<Word>,
     error: Word,
     pub(crate) scratch: Option<Word>,
+    /// Words of `scratch` a thread has (`SpirvTarget::scratch_words`).
+    pub(crate) scratch_words: u32,
     builtins: Builtins,
     trap_returns: bool,
 }
@@ -82,6 +84,7 @@ impl<'a> Writer<'a> {
             shared: Vec::new(),
             error: 0,
             scratch: None,
+            scratch_words: t.scratch_words(k),
             builtins: Builtins::default(),
             trap_returns: !(f.barrier || fallback),
         };
@@ -109,7 +112,7 @@ impl<'a> Writer<'a> {
             w.shared.push(var);
         }
         if fallback {
-            let var = w.workgroup_array(Scalar::U32, k.threads());
+            let var = w.workgroup_array(Scalar::U32, k.threads() * w.scratch_words.max(1));
             w.m.name(var, "poot_subgroup_scratch");
             w.scratch = Some(var);
         }
@@ -217,8 +220,24 @@ impl<'a> Writer<'a> {
         }
     }
 
+    /// Writes `insts`; with the subgroup fallback, each run of subgroup operations
+    /// (`analysis::sync_run`) goes behind shared barriers.
     pub(crate) fn block(&mut self, insts: &[Inst]) -> Result<()> {
-        insts.iter().try_for_each(|i| self.inst(i))
+        let mut i = 0;
+        while i < insts.len() {
+            let run = match self.mode {
+                SubgroupMode::Fallback(_) => sync_run(&insts[i..]),
+                _ => 0,
+            };
+            if run > 0 {
+                self.fallback_run(&insts[i..i + run], None)?;
+                i += run;
+            } else {
+                self.inst(&insts[i])?;
+                i += 1;
+            }
+        }
+        Ok(())
     }
 
     fn inst(&mut self, i: &Inst) -> Result<()> {

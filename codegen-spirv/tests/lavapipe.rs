@@ -56,6 +56,7 @@ fn setup(case: &str) -> Option<Setup> {
         "subgroup_ops" => ([1, 1, 1], vec![(256, F32), (128, Zero), (128, Zero)]),
         "subgroup8" => ([1, 1, 1], vec![(64, F32)]),
         "subgroup_guarded" => ([3, 1, 1], vec![(256, F32), (1280, F32), (256, Zero)]),
+        "subgroup_batch" => ([1, 1, 1], vec![(256, F32), (64, Zero), (64, Zero)]),
         "subgroup_loop" => ([1, 1, 1], vec![(256, F32), (64, Zero)]),
         "trap_barrier" => ([1, 1, 1], vec![(64, F32), (64, Zero)]),
         "matrix_tile" => (

@@ -22,6 +22,7 @@ pub fn cases() -> Vec<(&'static str, Kernel)> {
         ("subgroup_ops", subgroup_ops()),
         ("subgroup8", subgroup8()),
         ("subgroup_guarded", subgroup_guarded()),
+        ("subgroup_batch", subgroup_batch()),
         ("subgroup_loop", subgroup_loop()),
         ("trap_barrier", trap_barrier()),
         ("last_group", last_group()),
@@ -579,6 +580,47 @@ pub fn subgroup_ops() -> Kernel {
     let siu = b.bitcast(si, Scalar::U32);
     let us = b.add(ssu, siu);
     b.store(outu, i, us);
+    b.finish()
+}
+
+/// A run of fourteen words of independent subgroup operations (reductions of scalars and
+/// of 4-lane vectors, a shuffle, integer reductions of the lane), which a renderer may
+/// batch (the SPIR-V fallback publishes at most eight words behind one pair of barriers, so
+/// a vector's lanes straddle two batches), then one thread's sum of them stored.
+pub fn subgroup_batch() -> Kernel {
+    let mut b = KernelBuilder::new("subgroup_batch", [64, 1, 1], 32);
+    let x = b.param("x", Scalar::F32, Access::Read);
+    let out = b.param("out", Scalar::F32, Access::Write);
+    let outu = b.param("out_u32", Scalar::U32, Access::Write);
+    let t = b.special(Special::LocalX);
+    let lane = b.special(Special::Lane);
+    let four = b.u32(4);
+    let v = b.load(x, t, 1);
+    let t4 = b.mul(t, four);
+    let q = b.load(x, t4, 4);
+    let rs = [
+        b.subgroup_reduce(ReduceOp::Add, v),
+        b.subgroup_reduce(ReduceOp::Max, v),
+        b.subgroup_reduce(ReduceOp::Min, v),
+    ];
+    let qa = b.subgroup_reduce(ReduceOp::Add, q);
+    let sv = b.expr(crate::Expr::ShuffleXor(v, 3));
+    let uo = b.subgroup_reduce(ReduceOp::Or, lane);
+    let ua = b.subgroup_reduce(ReduceOp::Add, lane);
+    let qm = b.subgroup_reduce(ReduceOp::Max, q);
+    let mut f = sv;
+    for r in rs {
+        f = b.add(f, r);
+    }
+    for c in 0..4 {
+        let a = b.extract(qa, c);
+        let m = b.extract(qm, c);
+        f = b.add(f, a);
+        f = b.add(f, m);
+    }
+    b.store(out, t, f);
+    let u = b.add(uo, ua);
+    b.store(outu, t, u);
     b.finish()
 }
 
