@@ -298,11 +298,12 @@ impl Writer<'_> {
     /// frees the scratch. A shuffle whose mask reaches past the subgroup keeps its value.
     pub(crate) fn fallback_run(&mut self, run: &[Inst], guard: Option<Word>) -> Result<()> {
         let SubgroupMode::Fallback(w) = self.mode else {
-            return Ok(());
+            return Err(self.unsupported("the subgroup fallback without its mode".into()));
         };
-        // Each operation's definition, type and what it does to each component.
+        // Each operation's definition, operand type, and combining operator (a reduction) or
+        // mask (a shuffle).
         let mut ops: Vec<(Val, Ty, Option<Comb>, u32)> = Vec::with_capacity(run.len());
-        // Each component's operation, bits, scalar type and (after the batches) result.
+        // Each operand component (an operation's components in order): its operation and value.
         let mut parts: Vec<(usize, Word)> = Vec::new();
         for i in run {
             let Inst::Let(v, e) = i else { continue };
@@ -383,11 +384,9 @@ impl Writer<'_> {
             }
             self.scratch_barrier();
         }
-        for (o, &(v, t, _, _)) in ops.iter().enumerate() {
-            let mine: Vec<Word> = (0..parts.len())
-                .filter(|&p| parts[p].0 == o)
-                .map(|p| results[p])
-                .collect();
+        let mut results = results.into_iter();
+        for &(v, t, _, _) in &ops {
+            let mine: Vec<Word> = results.by_ref().take(usize::from(t.lanes)).collect();
             let r = if t.lanes == 1 {
                 mine[0]
             } else {
