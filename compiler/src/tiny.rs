@@ -177,6 +177,28 @@ pub fn tiny_model_with(spec: ModelSpec, seed: u64, dtypes: &[(RoleKind, DType)])
     )
 }
 
+/// A tiny qwen2 512 wide with a feed-forward layer 1536 wide whose gate and down projections
+/// are Q6_K (a scale for each run of 16 codes) and its up Q8_0, heads 64 wide: the block
+/// formats the other tiny configs' tiled matmuls lack. With two rows, its prefill chunks of
+/// 20 tokens and more split the gate/up's `k` (one kernel, runs of 16 and 32) and its
+/// chunks of 36 tokens and more the down's, in parts long enough for the tensor-core form
+/// with coded weights (`lower::Products::TensorCores { coded: true }`).
+pub fn wide_codes_model(seed: u64) -> Result<Model> {
+    let spec = ModelSpec {
+        d_model: 512,
+        d_ff: 1536,
+        head_dim: 64,
+        rope_dims: 64,
+        ..tiny_spec(Family::Qwen2)
+    };
+    let dtypes = [
+        (RoleKind::FfnGate, DType::Q6K),
+        (RoleKind::FfnUp, DType::Q8_0),
+        (RoleKind::FfnDown, DType::Q6K),
+    ];
+    tiny_model_with(spec, seed, &dtypes)
+}
+
 /// The GGUF metadata of `spec` under architecture name `arch` (tests vary `arch`).
 pub fn tiny_meta(spec: &ModelSpec, arch: &str) -> Vec<(String, MetaOut)> {
     let u = |k: &str, v: usize| (format!("{arch}.{k}"), MetaOut::U32(v as u32));

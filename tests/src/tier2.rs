@@ -102,9 +102,9 @@ use poot_compiler::compile::{CompileOptions, compile};
 use poot_compiler::families::{Family, ModelSpec, StepShape, trace};
 use poot_compiler::passes::{PassOptions, optimize};
 use poot_compiler::plan::Readback;
-use poot_compiler::tiny::{Rng, tiny_model, tiny_model_of, tiny_model_with, tiny_spec};
+use poot_compiler::tiny::{Rng, tiny_model, tiny_model_of, tiny_spec, wide_codes_model};
 use poot_eval::{EvalOptions, Evaluation, Inputs, eval};
-use poot_ir::{DType, Graph, RoleKind, SlotKind};
+use poot_ir::{Graph, SlotKind};
 use poot_runtime::{Device, Engine, EntryId, Executor, StepOutput};
 use std::collections::HashMap;
 
@@ -185,26 +185,12 @@ pub fn run_wide_ffn<D: Device>(engine: Engine<D>, target: Target) {
     run_model(engine, &tiny_model_of(spec, 13).expect("model"), target);
 }
 
-/// Tier 2 as `run_tiny` for a tiny qwen2 512 wide with a feed-forward layer 1536 wide whose
-/// gate and down projections are Q6_K (a scale for each run of 16 codes) and its up Q8_0: the
-/// block formats the other configs' tiled matmuls lack. Its prefill chunks' gate/up (one
-/// kernel with runs of 16 and 32, `k` in 3 parts) and its 36- and 64-token chunks' down (`k`
-/// in 8 parts) split `k` in parts of at least one and a half steps, so they take the
-/// tensor-core form with coded weights (`gemm::coded` in the compiler).
+/// Tier 2 as `run_tiny` for `tiny::wide_codes_model`: Q6_K and Q8_0 feed-forward weights,
+/// whose prefill chunks' gate/up (one kernel with runs of 16 and 32, `k` in 3 parts) and 36-
+/// and 64-token chunks' down (`k` in 8 parts) take the tensor-core form with coded weights
+/// (`gemm::coded` in the compiler; `compiler/tests/tile_forms.rs` checks that they do).
 pub fn run_wide_codes<D: Device>(engine: Engine<D>, target: Target) {
-    let spec = ModelSpec {
-        d_model: 512,
-        d_ff: 1536,
-        head_dim: 64,
-        rope_dims: 64,
-        ..tiny_spec(Family::Qwen2)
-    };
-    let dtypes = [
-        (RoleKind::FfnGate, DType::Q6K),
-        (RoleKind::FfnUp, DType::Q8_0),
-        (RoleKind::FfnDown, DType::Q6K),
-    ];
-    let model = tiny_model_with(spec, 19, &dtypes).expect("model");
+    let model = wide_codes_model(19).expect("model");
     run_model(engine, &model, target);
 }
 

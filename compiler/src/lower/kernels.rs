@@ -73,6 +73,8 @@ pub struct Launch {
     pub scratch: Vec<u64>,
     /// Words of `Buf::Counters` the kernel uses.
     pub counters: usize,
+    /// How each tiled matmul of the kernel computes (`Dispatch::tiles`).
+    pub tiles: Vec<super::TileForm>,
 }
 
 pub(super) fn launch(grid: [usize; 3], work: usize) -> Launch {
@@ -81,6 +83,7 @@ pub(super) fn launch(grid: [usize; 3], work: usize) -> Launch {
         work: work as u64,
         scratch: Vec::new(),
         counters: 0,
+        tiles: Vec::new(),
     }
 }
 

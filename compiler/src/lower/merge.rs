@@ -344,6 +344,7 @@ pub fn merge(kernels: &[Kernel], dispatches: &[Dispatch]) -> Vec<(Kernel, Dispat
                 group.iter().map(|d| (&kernels[d.kernel], *d)).collect();
             let (k, args, grid, counters) = merge_kernels(&members);
             let work = group.iter().map(|d| d.work).sum();
+            let tiles = group.iter().flat_map(|d| d.tiles.clone()).collect();
             let name = group
                 .iter()
                 .map(|d| {
@@ -367,6 +368,7 @@ pub fn merge(kernels: &[Kernel], dispatches: &[Dispatch]) -> Vec<(Kernel, Dispat
                     args,
                     work,
                     counters,
+                    tiles,
                 },
             ));
         }

@@ -29,6 +29,7 @@ pub use tables::Tables;
 
 use crate::{CompileError, Result};
 use expr::Emit;
+pub use gemm::{Products, TileForm};
 use place::{Place, Placement, match_attention, unsupported};
 use poot_ir::{Graph, Op, Value};
 use poot_kir::{Access, Kernel, KernelBuilder};
@@ -54,6 +55,10 @@ pub struct Dispatch {
     pub work: u64,
     /// Words of the counters region the dispatch uses, from word 0 (`Buf::Counters`).
     pub counters: usize,
+    /// How each tiled matmul the dispatch runs computes, in the order of its merged members
+    /// (none for the other kernels): what a report or a test reads to know which form a
+    /// shape reaches.
+    pub tiles: Vec<TileForm>,
 }
 
 /// A lowered step.
@@ -125,6 +130,7 @@ impl Builder<'_> {
             args: params.into_iter().zip(access).collect(),
             work: launch.work,
             counters: launch.counters,
+            tiles: launch.tiles,
         });
         Ok(())
     }
@@ -376,6 +382,7 @@ mod tests {
                 .collect(),
             work: 0,
             counters: 0,
+            tiles: Vec::new(),
         };
         check_early(&g, &k, &d)
     }

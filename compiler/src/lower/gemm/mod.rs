@@ -184,6 +184,31 @@ fn k_splits(steps: usize, groups: usize, rm: usize) -> usize {
     }
 }
 
+/// How a tiled matmul's kernel computes (`Dispatch::tiles`), for reports and for tests that
+/// must know which form a shape reaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileForm {
+    /// Rows of a tile (16 times the rows a thread computes).
+    pub rows: usize,
+    /// Parts `k`'s steps are split into (over `group_id.z`).
+    pub k_parts: usize,
+    /// How the products are computed.
+    pub products: Products,
+}
+
+/// The products of a tile.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Products {
+    /// Multiply-adds on every target (`fma_form`).
+    Fma,
+    /// Tensor cores where the target has them, multiply-adds elsewhere (`Inst::Matrix`);
+    /// `coded`: from the units' exact codes (`coded`) rather than decoded weights.
+    TensorCores {
+        /// Whether the tensor-core form multiplies codes.
+        coded: bool,
+    },
+}
+
 /// How a tiled matmul runs: whether its tiles have the tensor-core form, the units of a step,
 /// and the parts `k`'s steps are split into.
 struct Form {
@@ -474,6 +499,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         group: [gx, gy, z],
         last_col,
     };
+    let mut products = Products::Fma;
     if mma {
         e.matrix(
             |e| {
@@ -489,6 +515,7 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
                 } else {
                     None
                 };
+                products = Products::TensorCores { coded: c.is_some() };
                 mma_form(e, &t, c.as_ref())
             },
             |e| fma_form(e, &t),
@@ -497,6 +524,11 @@ pub fn gemm(e: &mut Emit, root: Value, mms: &[Value], side: usize) -> Result<Lau
         fma_form(e, &t)?;
     }
     let mut l = launch([gxn, gyn, ks], 0);
+    l.tiles = vec![TileForm {
+        rows: tm,
+        k_parts: ks,
+        products,
+    }];
     if ks > 1 {
         l.scratch = vec![(4 * ks * (nm * rows * n + rows)) as u64];
         l.counters = gxn * gyn;
