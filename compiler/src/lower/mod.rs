@@ -407,7 +407,7 @@ mod tests {
             b.output("w", w);
         }
         let g = b.finish();
-        let p = lower(&g, LowerTarget { subgroup: 32 }, &mut Tables::default()).unwrap();
+        let p = lower(&g, LowerTarget { subgroup: 32 }, &mut Tables::new(1)).unwrap();
         let k = p
             .kernels
             .iter()

@@ -4,8 +4,7 @@
 //! Invariant: a table is shared by every kernel of a program that asks for the same
 //! parameters, and its rows cover positions `0..len` (the cache capacity).
 
-/// The tables of one program.
-#[derive(Default)]
+/// The tables of one program (no `Default`: rope tables need at least one row).
 pub struct Tables {
     /// Rows of rope tables: positions covered.
     pub len: usize,
@@ -19,7 +18,8 @@ impl Tables {
     pub fn new(len: usize) -> Tables {
         Tables {
             len: len.max(1),
-            ..Tables::default()
+            data: Vec::new(),
+            rope: Vec::new(),
         }
     }
 
