@@ -303,6 +303,22 @@ fn bench<D: poot_runtime::Device>(
             per(results[1].1),
             per(results[1].2)
         )?;
+        // Which side bounds the eager step: where the host spends most of it launching, the
+        // speed-up is the host's launch rate over the captured time and moves with the host;
+        // otherwise the device runs slower than the launches and capture saves only the gaps.
+        if results[1].2 >= 0.9 * results[1].1 {
+            say!(
+                "eager is bound by the host's launches: the speed-up is {:.2} us of launching over {:.2} us captured a dispatch",
+                per(results[1].2),
+                per(results[0].1)
+            )?;
+        } else {
+            say!(
+                "eager is bound by the device ({:.2} us a dispatch against {:.2} us of launching): capture saves the gaps between kernels",
+                per(results[1].1),
+                per(results[1].2)
+            )?;
+        }
     }
     if profile {
         print_profile(&mut engine, b, id, &slots(64.min(cap - 1)), true)?;

@@ -78,6 +78,7 @@ fn bench_reports_both_modes_per_dispatch_and_prefill() {
         "eager",
         "capture speed-up: ",
         "per dispatch: captured ",
+        "eager is bound by the ",
         "prefill 8 tokens x 1 rows: ",
     ] {
         assert!(stdout.contains(want), "`{want}` missing from: {stdout}");
