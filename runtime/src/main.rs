@@ -308,9 +308,9 @@ fn bench<D: poot_runtime::Device>(
         // otherwise the device runs slower than the launches and capture saves only the gaps.
         if results[1].2 >= 0.9 * results[1].1 {
             say!(
-                "eager is bound by the host's launches: the speed-up is {:.2} us of launching over {:.2} us captured a dispatch",
+                "eager is bound by the host's launches ({:.2} of its {:.2} us a dispatch): the speed-up follows the host's launch rate",
                 per(results[1].2),
-                per(results[0].1)
+                per(results[1].1)
             )?;
         } else {
             say!(
