@@ -65,14 +65,25 @@ impl Tier3 {
         }
     }
 
-    /// Generates the fixture prompts `cases` through `exec` and compares each with the
+    /// A driver of the bundle on `exec` (the bundle's weights loaded there).
+    pub fn driver<'e>(&self, exec: &'e mut dyn Executor) -> Driver<'e> {
+        Driver::new(exec, &self.bundle).expect("driver")
+    }
+
+    /// Generates the fixture prompts `cases` through `driver` and compares each with the
     /// reference's tokens; returns (matched, compared).
-    pub fn run(&self, exec: &mut dyn Executor, cases: Range<usize>) -> (usize, usize) {
+    pub fn run(&self, driver: &mut Driver, cases: Range<usize>) -> (usize, usize) {
         let c = self.c;
-        let mut driver = Driver::new(exec, &self.bundle).expect("driver");
         let (mut matched, mut total) = (0, 0);
         let all = self.fx["cases"].as_array().expect("cases");
-        for (i, case) in all.iter().enumerate().take(cases.end).skip(cases.start) {
+        let chosen = all.get(cases.clone()).unwrap_or_else(|| {
+            panic!(
+                "{}: {cases:?} asked, the fixture has {} cases",
+                c.name(),
+                all.len()
+            )
+        });
+        for (i, case) in cases.clone().zip(chosen) {
             let prompt = ids(&case["prompt_ids"]);
             let want = ids(&case["tokens"]);
             let margins: Vec<f64> = case["margins"]
@@ -124,8 +135,7 @@ impl Tier3 {
 
     /// A prompt that, with the tokens asked for, would pass the end of the cache is refused
     /// before any step, with the sizes in the message.
-    pub fn refuses_too_long(&self, exec: &mut dyn Executor) {
-        let mut driver = Driver::new(exec, &self.bundle).expect("driver");
+    pub fn refuses_too_long(&self, driver: &mut Driver) {
         let prompt = vec![1; self.cap - 6];
         match driver.generate(&prompt, 7, None, &mut |_| {}) {
             Err(e @ RuntimeError::PromptTooLong { .. }) => {
@@ -151,8 +161,9 @@ pub fn tier3_device(
     cases: usize,
 ) -> (usize, usize) {
     let t = Tier3::new(c, target);
-    let r = t.run(exec, 0..cases);
-    t.refuses_too_long(exec);
+    let mut driver = t.driver(exec);
+    let r = t.run(&mut driver, 0..cases);
+    t.refuses_too_long(&mut driver);
     r
 }
 

@@ -13,17 +13,26 @@ use poot_tests::tier3::Tier3;
 #[test]
 fn smollm2_reference_device_matches_transformers() {
     let t = Tier3::new(Checkpoint::SmolLm2, Target::Reference);
+    // Each half on an engine of its own; the first half's driver then checks the prompt too
+    // long for the cache.
     let (a, b) = std::thread::scope(|s| {
-        let half = |cases| {
+        let half = |cases, too_long| {
             let t = &t;
-            s.spawn(move || t.run(&mut Engine::new(ReferenceDevice::new()), cases))
+            s.spawn(move || {
+                let mut engine = Engine::new(ReferenceDevice::new());
+                let mut driver = t.driver(&mut engine);
+                let r = t.run(&mut driver, cases);
+                if too_long {
+                    t.refuses_too_long(&mut driver);
+                }
+                r
+            })
         };
-        let (first, second) = (half(0..4), half(4..8));
+        let (first, second) = (half(0..4, true), half(4..8, false));
         (first.join(), second.join())
     });
     let (a, b) = (a.expect("cases 0-3"), b.expect("cases 4-7"));
     let (matched, total) = (a.0 + b.0, a.1 + b.1);
     println!("SmolLM2 through the reference device: {matched}/{total} tokens match");
     assert!(matched > 0 && total == 256, "{matched}/{total}");
-    t.refuses_too_long(&mut Engine::new(ReferenceDevice::new()));
 }
