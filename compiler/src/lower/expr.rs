@@ -333,6 +333,24 @@ impl<'a> Emit<'a> {
         r
     }
 
+    /// Places `block` (statements that must be `let`s) with the grid wait among them: its
+    /// loads, with the values their indices need, before the wait, which lists every
+    /// parameter they read; the rest after it.
+    pub fn loads_before_wait(&mut self, block: Vec<Inst>) {
+        let (loads, rest) = partition_loads(block);
+        let mut early: Vec<u32> = Vec::new();
+        for i in &loads {
+            if let Inst::Let(_, Expr::Load(Mem::Param(p), ..)) = i
+                && !early.contains(p)
+            {
+                early.push(*p);
+            }
+        }
+        self.kb.append(loads);
+        self.kb.grid_wait(early);
+        self.kb.append(rest);
+    }
+
     /// Runs `f`, whose statements must be `let`s, into a block of their own, and returns
     /// its result with the block split in two, each in the original order: its loads with
     /// the values their indices need, then the rest (which may use values of the first part,
@@ -341,19 +359,7 @@ impl<'a> Emit<'a> {
         self.kb.begin();
         let r = f(self);
         let block = self.kb.end();
-        let mut need: HashSet<Val> = HashSet::new();
-        for i in block.iter().rev() {
-            if let Inst::Let(v, x) = i
-                && (matches!(x, Expr::Load(..)) || need.contains(v))
-            {
-                need.insert(*v);
-                need.extend(x.operands());
-            }
-        }
-        let (loads, rest): (Vec<_>, Vec<_>) = block
-            .into_iter()
-            .partition(|i| matches!(i, Inst::Let(v, _) if need.contains(v)));
-        debug_assert!(rest.iter().all(|i| matches!(i, Inst::Let(..))));
+        let (loads, rest) = partition_loads(block);
         (r, loads, rest)
     }
 
@@ -641,4 +647,24 @@ impl<'a> Emit<'a> {
         let y = self.kb.select(first, y0, y1);
         Ok(self.kb.select(rotated, y, own))
     }
+}
+
+/// `block` (statements that must be `let`s) in two parts, each in the original order: its
+/// loads with the values their indices need, then the rest (which may use values of the
+/// first part, so the parts must be placed in that order).
+fn partition_loads(block: Vec<Inst>) -> (Vec<Inst>, Vec<Inst>) {
+    let mut need: HashSet<Val> = HashSet::new();
+    for i in block.iter().rev() {
+        if let Inst::Let(v, x) = i
+            && (matches!(x, Expr::Load(..)) || need.contains(v))
+        {
+            need.insert(*v);
+            need.extend(x.operands());
+        }
+    }
+    let (loads, rest): (Vec<_>, Vec<_>) = block
+        .into_iter()
+        .partition(|i| matches!(i, Inst::Let(v, _) if need.contains(v)));
+    debug_assert!(rest.iter().all(|i| matches!(i, Inst::Let(..))));
+    (loads, rest)
 }

@@ -5,8 +5,9 @@
 //! attention), emitted in node order so each dispatch runs after every producer it reads;
 //! each dispatch prefetches the next one's weights (`prefetch`); identical kernels (same
 //! text) are shared; every emitted kernel passes `poot_kir::verify`; a parameter a kernel
-//! reads before its grid wait is bound to memory no dispatch writes (a weight, a table, a
-//! slot), so reading it while the previous dispatch runs is safe (`check_early`).
+//! reads before its grid wait is bound to memory no other dispatch of the entry writes (a
+//! weight, a table, a slot, a state only that dispatch writes), so reading it while the
+//! previous dispatch runs is safe (`check_early`).
 
 mod attention;
 mod blocks;
@@ -289,9 +290,9 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
             }
         };
         d.kernel = index;
-        check_early(g, &kernels[index], &d)?;
         dispatches.push(d);
     }
+    check_early(g, &kernels, &dispatches)?;
     let counters = dispatches.iter().map(|d| d.counters).max().unwrap_or(0);
     let buf = |v: Value| -> Result<Buf> {
         pl.buffer_of(v)
@@ -327,22 +328,37 @@ pub fn lower(g: &Graph, target: LowerTarget, tables: &mut Tables) -> Result<Prog
     })
 }
 
-/// Checks that every parameter `k` reads before its grid wait is bound in `d` to memory no
-/// dispatch writes: a weight, a compile-time table or a slot (written by the host before
-/// the step). Anything else could be the previous dispatch's output, or scratch it shares.
-fn check_early(g: &Graph, k: &Kernel, d: &Dispatch) -> Result<()> {
-    for p in poot_kir::early_params(&k.body) {
-        let fixed = match d.args.get(p as usize).map(|a| a.0) {
-            Some(Buf::Value(v)) => matches!(g.nodes[v].op, Op::Weight(_) | Op::Slot(_)),
-            Some(Buf::Table(_)) => true,
-            _ => false,
-        };
-        if !fixed {
-            return Err(CompileError::Lower(format!(
-                "kernel `{}` reads parameter {p} before its grid wait, but it is not bound to \
-                 a weight, a table or a slot",
-                k.name
-            )));
+/// Checks that every parameter a kernel reads before its grid wait is bound, in each of
+/// `dispatches`, to memory no other dispatch of the entry writes: a weight, a compile-time
+/// table, a slot (written by the host before the step), or a state that this dispatch alone
+/// writes (a decode attention's caches, whose other rows earlier steps wrote). Anything else
+/// could be the previous dispatch's output, or scratch it shares.
+fn check_early(g: &Graph, kernels: &[Kernel], dispatches: &[Dispatch]) -> Result<()> {
+    for (i, d) in dispatches.iter().enumerate() {
+        let k = &kernels[d.kernel];
+        for p in poot_kir::early_params(&k.body) {
+            let arg = d.args.get(p as usize).map(|a| a.0);
+            let written_elsewhere = |b: Buf| {
+                dispatches.iter().enumerate().any(|(j, o)| {
+                    j != i && o.args.iter().any(|&(ob, a)| ob == b && a != Access::Read)
+                })
+            };
+            let fixed = match arg {
+                Some(Buf::Value(v)) => match g.nodes[v].op {
+                    Op::Weight(_) | Op::Slot(_) => true,
+                    Op::State(_) => !written_elsewhere(Buf::Value(v)),
+                    _ => false,
+                },
+                Some(Buf::Table(_)) => true,
+                _ => false,
+            };
+            if !fixed {
+                return Err(CompileError::Lower(format!(
+                    "kernel `{}` reads parameter {p} before its grid wait, but it is not bound \
+                     to a weight, a table, a slot or a state no other dispatch writes",
+                    k.name
+                )));
+            }
         }
     }
     Ok(())
@@ -354,10 +370,11 @@ mod tests {
     use poot_ir::{DType, RoleKind, SlotKind, Type, WeightRole};
     use poot_kir::Scalar;
 
-    /// A kernel reading params 0..3 that lists `early` in its wait, and a dispatch binding
-    /// them to a weight, a slot and a computed value (which could be the previous
-    /// dispatch's output).
-    fn case(early: Vec<u32>) -> Result<()> {
+    /// A kernel reading params 0..4 that lists `early` in its wait, and a dispatch binding
+    /// them to a weight, a slot, a computed value (which could be the previous dispatch's
+    /// output) and a state it writes; a second dispatch (a plain kernel) writes that state
+    /// too where `shared_state`.
+    fn case(early: Vec<u32>, shared_state: bool) -> Result<()> {
         let mut b = poot_ir::Builder::new("g");
         let role = WeightRole {
             kind: RoleKind::OutputNorm,
@@ -366,25 +383,40 @@ mod tests {
         let w = b.weight(role, Type::new(DType::F32, [4])).unwrap();
         let s = b.slot(SlotKind::Pos, Type::new(DType::I32, [1])).unwrap();
         let y = b.add(w, w).unwrap();
+        let st = b.state("cache", Type::new(DType::F32, [4])).unwrap();
         let g = b.finish();
         let mut kb = KernelBuilder::new("k", [1, 1, 1], 1);
         for name in ["w", "s", "y"] {
             kb.param(name, Scalar::F32, Access::Read);
         }
+        kb.param("state", Scalar::F32, Access::ReadWrite);
         kb.grid_wait(early);
+        let other = KernelBuilder::new("other", [1, 1, 1], 1).finish();
         let k = kb.finish();
+        let mut args: Vec<(Buf, Access)> = [w, s, y]
+            .iter()
+            .map(|&v| (Buf::Value(v), Access::Read))
+            .collect();
+        args.push((Buf::Value(st), Access::ReadWrite));
         let d = Dispatch {
             kernel: 0,
             grid: [1, 1, 1],
-            args: [w, s, y]
-                .iter()
-                .map(|&v| (Buf::Value(v), Access::Read))
-                .collect(),
+            args,
             work: 0,
             counters: 0,
             tiles: Vec::new(),
         };
-        check_early(&g, &k, &d)
+        let writer = Dispatch {
+            kernel: 1,
+            args: vec![(Buf::Value(st), Access::Write)],
+            ..d.clone()
+        };
+        let ds = if shared_state {
+            vec![writer, d]
+        } else {
+            vec![d]
+        };
+        check_early(&g, &[k, other], &ds)
     }
 
     /// The matmul kernel of `x @ w^T` (`x` computed, `w` a weight or computed): whether it
@@ -423,11 +455,17 @@ mod tests {
     }
 
     #[test]
-    fn only_weights_tables_and_slots_are_read_before_the_wait() {
-        case(vec![0, 1]).unwrap();
-        let e = case(vec![0, 2]).unwrap_err().to_string();
+    fn only_weights_tables_slots_and_own_states_are_read_before_the_wait() {
+        case(vec![0, 1], false).unwrap();
+        case(vec![0, 1, 3], false).unwrap();
+        let e = case(vec![0, 2], false).unwrap_err().to_string();
         assert!(
             e.contains("kernel `k` reads parameter 2 before its grid wait, but it is not bound"),
+            "{e}"
+        );
+        let e = case(vec![3], true).unwrap_err().to_string();
+        assert!(
+            e.contains("kernel `k` reads parameter 3 before its grid wait, but it is not bound"),
             "{e}"
         );
     }

@@ -43,7 +43,7 @@ use crate::Result;
 use cranelift_entity::SecondaryMap;
 use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
 use poot_kir::{BinOp, CmpOp, Scalar, Special, Val};
-use split::{Mode, Split, split_body};
+use split::{Mode, Split};
 
 /// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
 /// written at position `start[row]` of the caches the attention reads.
@@ -146,10 +146,17 @@ pub fn attention(
     let splits = c.div_ceil(chunk);
     let rec = d + 2;
     // Where the device has clusters, a decode attention's (row, head) splits form one: the
-    // records go straight into split 0's shared memory (`split_body`). A prefill's grid has a
+    // records go straight into split 0's shared memory (`split::rest`). A prefill's grid has a
     // row of splits for every token, and there clusters cost more than they save: SmolLM2's
     // 64-token chunk took 7% longer on the H200 (BENCHMARKS.md, twenty-fourth session).
     let cluster = (t == 1 && (2..=MAX_CLUSTER).contains(&splits)).then_some([1, splits as u32, 1]);
+    // The split's position arithmetic and its key and value loads, all `let`s. A decode
+    // step's attention that writes the new K/V rows itself is the only dispatch of its entry
+    // that writes its caches (`match_kv_write`), and the rows it reads besides the new one
+    // were written by earlier steps, so it issues those loads (and the position slot's)
+    // before its grid wait, while the q/k/v projection before it runs. A split past the
+    // prefix then loads position 0's rows too, which is cheaper than the branch.
+    e.kb.begin();
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let hv = e.u(h);
@@ -187,12 +194,19 @@ pub fn attention(
         mode,
         cluster,
     };
+    let loaded = split::loads(e, &s)?;
+    let head = e.kb.end();
+    if write.is_some() {
+        e.loads_before_wait(head);
+    } else {
+        e.kb.append(head);
+    }
     match n_live {
         Some(n) => {
             let active = e.kb.cmp(CmpOp::Lt, split, n);
-            e.when(active, |e| split_body(e, &s))?;
+            e.when(active, |e| split::rest(e, &s, loaded))?;
         }
-        None => split_body(e, &s)?,
+        None => split::rest(e, &s, loaded)?,
     }
     let rows = r * t * h;
     let mut l = launch(

@@ -10,7 +10,7 @@ use crate::lower::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use crate::lower::kernels::{fold_parts, group_reduce, subgroup_parts};
 use crate::lower::place::Attention;
 use poot_ir::Value;
-use poot_kir::{Access, BinOp, CmpOp, ReduceOp, Scalar, Special, UnOp, Val};
+use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// How a split's result leaves it: straight to the output (the only split that sees a
 /// position), as a record for the combine, or either by the runtime conditions (single,
@@ -78,30 +78,58 @@ fn per_dim(
     Ok(())
 }
 
-/// One split's work-group: scores, softmax statistics, the mix, and its result.
-pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
-    let [d, c, groups, per] = s.dims;
-    let [ri, ti, hi, rth, split] = s.at;
+/// What a split's loads leave to the rest of its work-group.
+pub(super) struct Loaded {
+    km: Mem,
+    vm: Mem,
+    local: Val,
+    lane: Val,
+    warp: Val,
+    /// The first position of this thread's subgroup within the split.
+    wbase: Val,
+    /// The K/V group of the head.
+    gi: Val,
+    /// This thread's position within the split, its cache position clamped to the cache,
+    /// and whether the mask shows it.
+    at_in_split: Val,
+    ci: Val,
+    live: Val,
+    /// The positions of the subgroup's visible prefix.
+    count: Val,
+    keys: scores::Keys,
+    /// Per round of value dimensions: the first dimension and whether it is inside the head,
+    /// and each subgroup position's value components.
+    dims: Vec<(Val, Val)>,
+    values: Vec<Vec<Val>>,
+    /// The subgroup positions whose value rows were loaded, and where those rows start.
+    rows_at: Vec<(Val, Val)>,
+    /// Value components a lane loads at once.
+    w: usize,
+}
+
+/// Element offset of cache position `ci`'s row in K/V group `gi` of row `ri`.
+fn row_of(e: &mut Emit, s: &Split, gi: Val, ci: Val) -> Val {
+    let [d, c, groups, _] = s.dims;
+    let ri = s.at[0];
+    let cv = e.u(c);
+    let gv = e.u(groups);
+    let dv = e.u(d);
+    let x = e.kb.mul(ri, cv);
+    let x = e.kb.add(x, ci);
+    let x = e.kb.mul(x, gv);
+    let x = e.kb.add(x, gi);
+    e.kb.mul(x, dv)
+}
+
+/// A split's key and value loads, all `let`s with no branch, so that a decode attention can
+/// issue them before its grid wait (the caller places them). A split past the visible prefix
+/// loads position 0's rows only.
+pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
+    let [d, c, _, per] = s.dims;
+    let [ri, ti, hi, _, split] = s.at;
     let subn = s.sub as usize;
     let span = ATT_WARPS * subn;
     let a = s.a;
-    // In a cluster, every live split arrives first thing where several are live, so that
-    // each one's wait before its first remote store finds every live split started. The
-    // arrival orders nothing: with release ordering SmolLM2's decode step took 13 us longer
-    // below position 128 on the H200, relaxed 3-6 us, and arriving even where a split is alone
-    // cost those 3-6 us (BENCHMARKS.md, twenty-third and twenty-fourth sessions).
-    if let Some(dims) = s.cluster {
-        e.clustered(
-            dims,
-            |e| {
-                s.mode.run(e, false, |e| {
-                    e.kb.cluster_arrive(false);
-                    Ok(())
-                })
-            },
-            |_| Ok(()),
-        )?;
-    }
     let cache = if s.write.is_some() {
         Access::ReadWrite
     } else {
@@ -113,32 +141,16 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let lane = e.kb.special(Special::Lane);
     let subv = e.u(subn);
     let warp = e.kb.bin(BinOp::Div, local, subv);
-    let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
-    let ps = e.kb.shared(Scalar::F32, span as u32);
-    let maxes = e.kb.shared(Scalar::F32, ATT_WARPS as u32);
-    let sums = e.kb.shared(Scalar::F32, ATT_WARPS as u32);
-    let mixes = e.kb.shared(Scalar::F32, (ATT_WARPS * d) as u32);
     let perv = e.u(per);
     let gi = e.kb.bin(BinOp::Div, hi, perv);
-    let dv = e.u(d);
     let span_v = e.u(span);
     let c0 = e.kb.mul(split, span_v);
     let wbase = e.kb.mul(warp, subv);
     let w0 = e.kb.add(c0, wbase);
-    let scale = e.kb.f32(a.scale);
-    let ninf = e.kb.f32(f32::NEG_INFINITY);
-    let zero = e.kb.f32(0.0);
     let cv = e.u(c);
-    let gv = e.u(groups);
     let zero_u = e.u(0);
     let one = e.u(1);
-    let row_of = |e: &mut Emit, ci: Val| {
-        let x = e.kb.mul(ri, cv);
-        let x = e.kb.add(x, ci);
-        let x = e.kb.mul(x, gv);
-        let x = e.kb.add(x, gi);
-        e.kb.mul(x, dv)
-    };
+    let row_at = |e: &mut Emit, ci: Val| row_of(e, s, gi, ci);
     // This thread's position within the split: its index, or with the scores by lane groups
     // (`KEY_LANES`) the position of its subgroup whose score its group leaves in it.
     let grouped = scores::grouped(d, subn);
@@ -172,10 +184,10 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     // hidden position reads position 0's row instead (one hot row, never used), so positions
     // past the prefix cost no memory traffic beyond that row.
     let keys = if grouped {
-        scores::group_keys(e, km, lane, w0, count, &row_of, d, subn)
+        scores::group_keys(e, km, lane, w0, count, &row_at, d, subn)
     } else {
         let kpos = e.kb.select(live, ci, zero_u);
-        let kbase = row_of(e, kpos);
+        let kbase = row_at(e, kpos);
         scores::own_keys(e, km, kbase, d)
     };
     // Values, lane-per-dimension: `w` consecutive dimensions per lane (2-lane loads when the
@@ -186,6 +198,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
     let wv = e.u(w);
     let dstart = e.kb.mul(lane, wv);
     let last_dim = e.u(d - w);
+    let dv = e.u(d);
     let last_seen = e.kb.sub(count, one);
     let last_seen = e.kb.select(has, last_seen, zero_u);
     let rows_at: Vec<(Val, Val)> = (0..subn)
@@ -194,7 +207,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             let pu = e.kb.bin(BinOp::Min, uv, last_seen);
             let pos = e.kb.add(w0, pu);
             let pos = e.kb.select(has, pos, zero_u);
-            (pos, row_of(e, pos))
+            (pos, row_at(e, pos))
         })
         .collect();
     let mut dims = Vec::with_capacity(rounds);
@@ -214,6 +227,83 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
         dims.push((dd, ok));
         values.push(row);
     }
+    Ok(Loaded {
+        km,
+        vm,
+        local,
+        lane,
+        warp,
+        wbase,
+        gi,
+        at_in_split,
+        ci,
+        live,
+        count,
+        keys,
+        dims,
+        values,
+        rows_at,
+        w,
+    })
+}
+
+/// The rest of a split's work-group, after its loads: the fused cache write, the queries,
+/// scores, softmax statistics, the mix, and its result.
+pub(super) fn rest(e: &mut Emit, s: &Split, l: Loaded) -> Result<()> {
+    let [d, c, _, per] = s.dims;
+    let [ri, ti, hi, rth, split] = s.at;
+    let subn = s.sub as usize;
+    let span = ATT_WARPS * subn;
+    let a = s.a;
+    let Loaded {
+        km,
+        vm,
+        local,
+        lane,
+        warp,
+        wbase,
+        gi,
+        at_in_split,
+        ci,
+        live,
+        count,
+        keys,
+        dims,
+        values,
+        rows_at,
+        w,
+    } = l;
+    // In a cluster, every live split arrives before anything else it does after its loads
+    // where several are live, so that each one's wait before its first remote store finds
+    // every live split started. The arrival orders nothing: with release ordering SmolLM2's
+    // decode step took 13 us longer below position 128 on the H200, relaxed 3-6 us, and
+    // arriving even where a split is alone cost those 3-6 us (BENCHMARKS.md, twenty-third and
+    // twenty-fourth sessions).
+    if let Some(dims) = s.cluster {
+        e.clustered(
+            dims,
+            |e| {
+                s.mode.run(e, false, |e| {
+                    e.kb.cluster_arrive(false);
+                    Ok(())
+                })
+            },
+            |_| Ok(()),
+        )?;
+    }
+    let qs = e.kb.shared(Scalar::F32, d.next_multiple_of(4) as u32);
+    let ps = e.kb.shared(Scalar::F32, span as u32);
+    let maxes = e.kb.shared(Scalar::F32, ATT_WARPS as u32);
+    let sums = e.kb.shared(Scalar::F32, ATT_WARPS as u32);
+    let mixes = e.kb.shared(Scalar::F32, (ATT_WARPS * d) as u32);
+    let perv = e.u(per);
+    let dv = e.u(d);
+    let span_v = e.u(span);
+    let scale = e.kb.f32(a.scale);
+    let ninf = e.kb.f32(f32::NEG_INFINITY);
+    let zero = e.kb.f32(0.0);
+    let zero_u = e.u(0);
+    let one = e.u(1);
     // The fused cache write (one new position per row), after the cache loads are issued:
     // every work-group computes the new key and value rows into shared memory, and the first
     // query head of the group, in the split holding the new position, stores them to the
@@ -238,7 +328,7 @@ pub(super) fn split_body(e: &mut Emit, s: &Split) -> Result<()> {
             let home = e.kb.bin(BinOp::Div, at, span_v);
             let home = e.kb.cmp(CmpOp::Eq, home, split);
             let writer = e.kb.bin(BinOp::And, lead, home);
-            let base = row_of(e, at);
+            let base = row_of(e, s, gi, at);
             per_dim(e, local, d, span, |e, dd| {
                 let idx = [ri, zero_u, gi, dd];
                 let kx = e.value(wr.k, &idx)?;
