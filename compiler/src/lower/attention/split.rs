@@ -105,6 +105,8 @@ pub(super) struct Loaded {
     rows_at: Vec<(Val, Val)>,
     /// Value components a lane loads at once.
     w: usize,
+    /// The new position, where the attention writes the cache (as read from its slot).
+    start: Option<Val>,
 }
 
 /// Element offset of cache position `ci`'s row in K/V group `gi` of row `ri`.
@@ -227,6 +229,13 @@ pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
         dims.push((dd, ok));
         values.push(row);
     }
+    let start = match s.write {
+        Some(wr) => {
+            let st = e.value(wr.start, &[ri])?;
+            Some(e.kb.bitcast(st, Scalar::U32))
+        }
+        None => None,
+    };
     Ok(Loaded {
         km,
         vm,
@@ -244,6 +253,7 @@ pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
         values,
         rows_at,
         w,
+        start,
     })
 }
 
@@ -272,6 +282,7 @@ pub(super) fn rest(e: &mut Emit, s: &Split, l: Loaded) -> Result<()> {
         values,
         rows_at,
         w,
+        start,
     } = l;
     // In a cluster, every live split arrives before anything else it does after its loads
     // where several are live, so that each one's wait before its first remote store finds
@@ -309,11 +320,8 @@ pub(super) fn rest(e: &mut Emit, s: &Split, l: Loaded) -> Result<()> {
     // query head of the group, in the split holding the new position, stores them to the
     // cache. Readers of that position take them from shared memory, never from the cache row
     // being written.
-    let fresh = match s.write {
-        None => None,
-        Some(wr) => {
-            let st = e.value(wr.start, &[ri])?;
-            let su = e.kb.bitcast(st, Scalar::U32);
+    let fresh = match (s.write, start) {
+        (Some(wr), Some(su)) => {
             let room = e.u(c - 1);
             let bad = e.kb.cmp(CmpOp::Gt, su, room);
             e.when(bad, |e| {
@@ -344,6 +352,7 @@ pub(super) fn rest(e: &mut Emit, s: &Split, l: Loaded) -> Result<()> {
             })?;
             Some((at, ks, vs))
         }
+        _ => None,
     };
     // Queries into shared memory, computed once per work-group.
     per_dim(e, local, d, span, |e, dd| {
