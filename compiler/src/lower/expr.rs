@@ -335,10 +335,10 @@ impl<'a> Emit<'a> {
 
     /// Places `block` (statements that must be `let`s) with the grid wait among them: its
     /// loads, with the values their indices need, before the wait, which lists every
-    /// parameter they read and `early` (those the kernel reads before this block); the rest
-    /// after it.
-    pub fn loads_before_wait(&mut self, block: Vec<Inst>, mut early: Vec<u32>) {
+    /// parameter they read; the rest after it.
+    pub fn loads_before_wait(&mut self, block: Vec<Inst>) {
         let (loads, rest) = partition_loads(block);
+        let mut early: Vec<u32> = Vec::new();
         for i in &loads {
             if let Inst::Let(_, Expr::Load(Mem::Param(p), ..)) = i
                 && !early.contains(p)

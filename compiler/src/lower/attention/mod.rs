@@ -42,7 +42,7 @@ use super::kernels::{Launch, launch};
 use crate::Result;
 use cranelift_entity::SecondaryMap;
 use poot_ir::{CmpOp as IrCmp, DType, Op, Value};
-use poot_kir::{BinOp, CmpOp, Expr, Inst, Mem, Scalar, Special, Val};
+use poot_kir::{BinOp, CmpOp, Scalar, Special, Val};
 use split::{Mode, Split};
 
 /// A decode step's cache update fused into its attention: `k` and `v` (`[r, 1, g, d]`) are
@@ -150,6 +150,13 @@ pub fn attention(
     // row of splits for every token, and there clusters cost more than they save: SmolLM2's
     // 64-token chunk took 7% longer on the H200 (BENCHMARKS.md, twenty-fourth session).
     let cluster = (t == 1 && (2..=MAX_CLUSTER).contains(&splits)).then_some([1, splits as u32, 1]);
+    // The split's position arithmetic and its key and value loads, all `let`s. A decode
+    // step's attention that writes the new K/V rows itself is the only dispatch of its entry
+    // that writes its caches (`match_kv_write`), and the rows it reads besides the new one
+    // were written by earlier steps, so it issues those loads (and the position slot's)
+    // before its grid wait, while the q/k/v projection before it runs. A split past the
+    // prefix then loads position 0's rows too, which is cheaper than the branch.
+    e.kb.begin();
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
     let hv = e.u(h);
@@ -158,9 +165,6 @@ pub fn attention(
     let rem = e.kb.bin(BinOp::Rem, rth, th);
     let ti = e.kb.bin(BinOp::Div, rem, hv);
     let hi = e.kb.bin(BinOp::Rem, rem, hv);
-    // The visible prefix and the live splits, from the position slot (in `top`, which a
-    // decode attention runs before its grid wait).
-    e.kb.begin();
     let end = match &prefix {
         Some(p) => Some(prefix_end(e, p, [ri, hi, ti], c)?),
         None => None,
@@ -177,8 +181,6 @@ pub fn attention(
             Mode::Either(e.kb.cmp(CmpOp::Eq, n, one), e.kb.cmp(CmpOp::Gt, n, one))
         }
     };
-    let active = n_live.map(|n| e.kb.cmp(CmpOp::Lt, split, n));
-    let top = e.kb.end();
     let s = Split {
         a,
         write,
@@ -192,39 +194,19 @@ pub fn attention(
         mode,
         cluster,
     };
-    // A decode step's attention that writes the new K/V rows itself is the only dispatch of
-    // its entry that writes its caches (`match_kv_write`), and the rows it reads besides the
-    // new one were written by earlier steps: it issues those loads and the position slot's
-    // before its grid wait, while the q/k/v projection before it runs. A split past the prefix
-    // only waits (every path of a kernel waits once) and ends.
-    let early = write.is_some();
-    let top_params = load_params(&top);
-    e.kb.append(top);
-    let body = |e: &mut Emit| -> Result<()> {
-        e.kb.begin();
-        let loaded = split::loads(e, &s)?;
-        let head = e.kb.end();
-        if early {
-            e.loads_before_wait(head, top_params.clone());
-        } else {
-            e.kb.append(head);
+    let loaded = split::loads(e, &s)?;
+    let head = e.kb.end();
+    if write.is_some() {
+        e.loads_before_wait(head);
+    } else {
+        e.kb.append(head);
+    }
+    match n_live {
+        Some(n) => {
+            let active = e.kb.cmp(CmpOp::Lt, split, n);
+            e.when(active, |e| split::rest(e, &s, loaded))?;
         }
-        split::rest(e, &s, loaded)
-    };
-    match active {
-        Some(live) if early => {
-            e.kb.begin();
-            body(e)?;
-            let then = e.kb.end();
-            let els = vec![Inst::GridWait { early: Vec::new() }];
-            e.kb.finish_if(live, then, vec![], els, vec![]);
-        }
-        Some(live) => e.when(live, body)?,
-        None if early => {
-            // One split: the slot's loads in `top` precede the wait.
-            body(e)?;
-        }
-        None => body(e)?,
+        None => split::rest(e, &s, loaded)?,
     }
     let rows = r * t * h;
     let mut l = launch(
@@ -265,17 +247,4 @@ fn live_splits(e: &mut Emit, end: Val, chunk: usize) -> Val {
     let x = e.kb.add(end, round);
     let cv = e.u(chunk);
     e.kb.bin(BinOp::Div, x, cv)
-}
-
-/// The parameters the loads among `insts` read, in order of first use.
-fn load_params(insts: &[Inst]) -> Vec<u32> {
-    let mut out = Vec::new();
-    for i in insts {
-        if let Inst::Let(_, Expr::Load(Mem::Param(p), ..)) = i
-            && !out.contains(p)
-        {
-            out.push(*p);
-        }
-    }
-    out
 }
