@@ -2,30 +2,34 @@
 //! the cache, with the combine of the splits done by the last split to finish, and for a
 //! decode step the write of the new K/V rows into the cache.
 //!
-//! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups; where the
-//! scores go by lane groups, `scores::KEY_LANES`, a thread owns the position whose score its
-//! group leaves in it, every lane of the group holding the same bits of that sum); hidden
-//! positions reach the result only through selects (their scores become -inf, their weights
-//! are skipped), never through a multiply, so whatever a hidden cache row holds cannot leak
-//! into it. A step reads the K/V its position needs, not the whole cache: a hidden position
-//! reads position 0's row instead of its own (one row every split shares), and with a causal
-//! prefix mask the splits past the prefix load nothing and visibility comes from the position
-//! slot, not a mask buffer. Each split that is not alone writes its record
-//! (max score, sum of exponentials, unnormalised output), fences, and counts itself in its
-//! (row, token, head)'s counter; the split that counts last fences again, weighs each record
-//! by `exp(m_split - m)` in split order (every record loaded at once) and restores the counter
-//! to zero, so the result does not depend on which split finishes last and the counters are
-//! zero between dispatches. Where the device runs work-groups in clusters and a decode
-//! attention (one token a row) has 2 to `MAX_CLUSTER` splits (`Inst::Clustered`), the splits of
-//! a (row, head) form one cluster instead: where several splits are live, each live split
-//! arrives at the cluster barrier first thing and waits on it (every live split started) before
-//! it stores its record into split 0's shared memory; all meet at the barrier again, and split
-//! 0 combines the records the same way, with no fence, counter or scratch (which stay bound for
-//! devices without clusters). Splits past the prefix exit without arriving (the barrier counts
-//! only threads that have not exited), and a split alone touches no cluster barrier. With a
-//! fused write (`KvWrite`), exactly one work-group stores each new row (the group's first query
-//! head, in the split holding the position), and no work-group uses the cache's copy of that
-//! row: every reader computes it into shared memory.
+//! Invariants: a split covers one position per thread (`ATT_WARPS` subgroups; where the scores
+//! go by lane groups, `scores::KEY_LANES`, a thread owns the position whose score its group
+//! leaves in it, every lane of the group holding the same bits of that sum); hidden positions
+//! reach the result only through selects (their scores become -inf, their weights are skipped),
+//! never through a multiply, so whatever a hidden cache row holds cannot leak into it. A step
+//! reads the K/V its position needs, not the whole cache: a hidden position reads position 0's
+//! row instead of its own (one row every split shares), and with a causal prefix mask the
+//! splits past the prefix load nothing (or, where their loads come before their branch,
+//! position 0's rows) and visibility comes from the position slot, not a mask buffer. Each
+//! split that is not alone writes its record (max score, sum of exponentials, unnormalised
+//! output), fences, and counts itself in its (row, token, head)'s counter; the split that
+//! counts last fences again, weighs each record by `exp(m_split - m)` in split order (every
+//! record loaded at once) and restores the counter to zero, so the result does not depend on
+//! which split finishes last and the counters are zero between dispatches. Where the device
+//! runs work-groups in clusters and a decode attention (one token a row) has 2 to `MAX_CLUSTER`
+//! splits (`Inst::Clustered`), the splits of a (row, head) form one cluster instead: where
+//! several splits are live, each live split arrives at the cluster barrier before anything but
+//! its loads and waits on it (every live split started) before it stores its record into split
+//! 0's shared memory; all meet at the barrier again, and split 0 combines the records the same
+//! way, with no fence, counter or scratch (which stay bound for devices without clusters).
+//! Splits past the prefix exit without arriving (the barrier counts only threads that have not
+//! exited), and a split alone touches no cluster barrier. With a fused write (`KvWrite`),
+//! exactly one work-group stores each new row (the group's first query head, in the split
+//! holding the position), and no work-group uses the cache's copy of that row: every reader
+//! computes it into shared memory. Such an attention is the only dispatch of its entry that
+//! writes its caches, so every split issues its key and value loads (rows that earlier steps
+//! wrote) and its reads of the position slot before its grid wait; a kernel without a fused
+//! write waits before its first statement.
 //!
 //! `split` emits one split's work-group, `scores` its keys and their products with the query,
 //! `combine` the combine of the last split to finish. A prefill chunk with a causal prefix
@@ -155,7 +159,8 @@ pub fn attention(
     // that writes its caches (`match_kv_write`), and the rows it reads besides the new one
     // were written by earlier steps, so it issues those loads (and the position slot's)
     // before its grid wait, while the q/k/v projection before it runs. A split past the
-    // prefix then loads position 0's rows too, which is cheaper than the branch.
+    // prefix issues its loads too (of position 0's rows) before it reaches its branch and
+    // ends.
     e.kb.begin();
     let rth = e.kb.special(Special::GroupX);
     let split = e.kb.special(Special::GroupY);
