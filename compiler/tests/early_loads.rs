@@ -1,0 +1,79 @@
+//! What kernels read before their grid wait, beyond the weights of the decode matmuls: a
+//! decode attention that writes the new K/V rows itself issues its cache loads and its reads
+//! of the position slot before its wait (it is the only dispatch of the step that writes
+//! those caches), and no other kernel reads a state or a computed value there. The goldens
+//! show the same in the kernels' text; this says which bindings, so a change that drops the
+//! early loads, or reads something unsafe early, fails here by name.
+
+use poot_compiler::families::{Family, StepShape, trace};
+use poot_compiler::lower::{Buf, LowerTarget, Program, Tables, lower};
+use poot_compiler::passes::{PassOptions, optimize};
+use poot_compiler::tiny::tiny_model;
+use poot_ir::{Op, SlotKind};
+
+/// The step lowered as tier 2 compiles it (a 300-position cache), and for each dispatch its
+/// kernel's name with the ops of what it binds to the parameters its waits list (but
+/// compile-time tables, which no dispatch writes).
+fn early(family: Family, shape: StepShape) -> Vec<(String, Vec<Op>)> {
+    let model = tiny_model(family, 7).unwrap();
+    let mut g = trace(&model, shape).unwrap();
+    optimize(&mut g, PassOptions::default()).unwrap();
+    let p: Program = lower(&g, LowerTarget { subgroup: 32 }, &mut Tables::new(300)).unwrap();
+    p.dispatches
+        .iter()
+        .map(|d| {
+            let k = &p.kernels[d.kernel];
+            let mut params: Vec<u32> = poot_kir::early_params(&k.body).into_iter().collect();
+            params.sort();
+            let ops = params
+                .iter()
+                .filter_map(|&i| match d.args[i as usize].0 {
+                    Buf::Value(v) => Some(p.graph.nodes[v].op.clone()),
+                    Buf::Table(_) => None,
+                    other => panic!("{}: early parameter {i} bound to {other:?}", k.name),
+                })
+                .collect();
+            (k.name.clone(), ops)
+        })
+        .collect()
+}
+
+#[test]
+fn decode_attentions_load_their_caches_and_position_before_the_wait() {
+    for family in [Family::Llama, Family::Qwen2] {
+        let all = early(family, StepShape::decode(2, 300));
+        let attentions: Vec<_> = all
+            .iter()
+            .filter(|(n, _)| n.starts_with("attention"))
+            .collect();
+        assert!(
+            !attentions.is_empty(),
+            "{family:?}: no attention in {all:?}"
+        );
+        for (name, ops) in attentions {
+            let states = ops.iter().filter(|o| matches!(o, Op::State(_))).count();
+            assert_eq!(states, 2, "{family:?} {name}: {ops:?}");
+            assert!(
+                ops.contains(&Op::Slot(SlotKind::Pos)),
+                "{family:?} {name}: {ops:?}"
+            );
+        }
+        for (name, ops) in &all {
+            let unsafe_early = ops.iter().any(|o| {
+                !matches!(o, Op::Weight(_) | Op::Slot(_))
+                    && !(name.starts_with("attention") && matches!(o, Op::State(_)))
+            });
+            assert!(!unsafe_early, "{family:?} {name}: {ops:?}");
+        }
+    }
+}
+
+#[test]
+fn prefill_attentions_wait_first() {
+    for family in [Family::Llama, Family::Qwen2] {
+        let all = early(family, StepShape::prefill(2, 20, 300));
+        for (name, ops) in all.iter().filter(|(n, _)| n.starts_with("attention")) {
+            assert!(ops.is_empty(), "{family:?} {name}: {ops:?}");
+        }
+    }
+}
