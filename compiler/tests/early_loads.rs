@@ -73,7 +73,15 @@ fn decode_attentions_load_their_caches_and_position_before_the_wait() {
 fn prefill_attentions_wait_first() {
     for family in [Family::Llama, Family::Qwen2] {
         let all = early(family, StepShape::prefill(2, 20, 300));
-        for (name, ops) in all.iter().filter(|(n, _)| n.starts_with("attention")) {
+        let attentions: Vec<_> = all
+            .iter()
+            .filter(|(n, _)| n.starts_with("attention"))
+            .collect();
+        assert!(
+            !attentions.is_empty(),
+            "{family:?}: no attention in {all:?}"
+        );
+        for (name, ops) in attentions {
             assert!(ops.is_empty(), "{family:?} {name}: {ops:?}");
         }
     }

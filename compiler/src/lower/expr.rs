@@ -321,24 +321,22 @@ impl<'a> Emit<'a> {
             .finish_for(var, start, end, step, carried, b, yields))
     }
 
-    /// Runs `f`, whose statements must be `let`s, and places the grid wait (listing `early`)
-    /// among them: its loads, with the values their indices need, before the wait; the rest
-    /// after it. The loads issue while the previous dispatch runs, and nothing before the
-    /// wait waits for them.
+    /// Runs `f`, whose statements must be `let`s, and places the grid wait among them
+    /// (`loads_before_wait`, listing `early` too). The loads issue while the previous
+    /// dispatch runs, and nothing before the wait waits for them.
     pub fn early_loads<R>(&mut self, early: Vec<u32>, f: impl FnOnce(&mut Self) -> R) -> R {
-        let (r, loads, rest) = self.split_loads(f);
-        self.kb.append(loads);
-        self.kb.grid_wait(early);
-        self.kb.append(rest);
+        self.kb.begin();
+        let r = f(self);
+        let block = self.kb.end();
+        self.loads_before_wait(block, early);
         r
     }
 
     /// Places `block` (statements that must be `let`s) with the grid wait among them: its
-    /// loads, with the values their indices need, before the wait, which lists every
-    /// parameter they read; the rest after it.
-    pub fn loads_before_wait(&mut self, block: Vec<Inst>) {
+    /// loads, with the values their indices need, before the wait, which lists `early` and
+    /// every parameter they read; the rest after it.
+    pub fn loads_before_wait(&mut self, block: Vec<Inst>, mut early: Vec<u32>) {
         let (loads, rest) = partition_loads(block);
-        let mut early: Vec<u32> = Vec::new();
         for i in &loads {
             if let Inst::Let(_, Expr::Load(Mem::Param(p), ..)) = i
                 && !early.contains(p)

@@ -202,7 +202,7 @@ pub fn attention(
     let loaded = split::loads(e, &s)?;
     let head = e.kb.end();
     if write.is_some() {
-        e.loads_before_wait(head);
+        e.loads_before_wait(head, Vec::new());
     } else {
         e.kb.append(head);
     }
