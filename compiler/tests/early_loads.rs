@@ -3,18 +3,42 @@
 //! of the position slot before its wait (it is the only dispatch of the step that writes
 //! those caches), and no other kernel reads a state or a computed value there. The goldens
 //! show the same in the kernels' text; this says which bindings, so a change that drops the
-//! early loads, or reads something unsafe early, fails here by name.
+//! early loads, or reads something unsafe early, fails here by name. The decode attention
+//! also reads the position slot only before its wait (its rope positions included), so
+//! nothing it loads after the wait waits on a slot read.
 
 use poot_compiler::families::{Family, StepShape, trace};
 use poot_compiler::lower::{Buf, LowerTarget, Program, Tables, lower};
 use poot_compiler::passes::{PassOptions, optimize};
 use poot_compiler::tiny::tiny_model;
 use poot_ir::{Op, SlotKind};
+use poot_kir::{Expr, Inst, Mem};
+
+/// The parameters `insts` load after a grid wait (`waited`: entered after one).
+fn loaded_after_wait(insts: &[Inst], mut waited: bool, out: &mut Vec<u32>) -> bool {
+    for i in insts {
+        match i {
+            Inst::GridWait { .. } => waited = true,
+            Inst::Let(_, Expr::Load(Mem::Param(p), _, _)) if waited => out.push(*p),
+            Inst::If { then, els, .. }
+            | Inst::Clustered { then, els, .. }
+            | Inst::Matrix { then, els } => {
+                let a = loaded_after_wait(then, waited, out);
+                waited = loaded_after_wait(els, waited, out) && a;
+            }
+            Inst::For { body, .. } => {
+                loaded_after_wait(body, waited, out);
+            }
+            _ => {}
+        }
+    }
+    waited
+}
 
 /// The step lowered as tier 2 compiles it (a 300-position cache), and for each dispatch its
 /// kernel's name with the ops of what it binds to the parameters its waits list (but
-/// compile-time tables, which no dispatch writes).
-fn early(family: Family, shape: StepShape) -> Vec<(String, Vec<Op>)> {
+/// compile-time tables, which no dispatch writes) and of what it loads after its wait.
+fn early(family: Family, shape: StepShape) -> Vec<(String, Vec<Op>, Vec<Op>)> {
     let model = tiny_model(family, 7).unwrap();
     let mut g = trace(&model, shape).unwrap();
     optimize(&mut g, PassOptions::default()).unwrap();
@@ -25,15 +49,26 @@ fn early(family: Family, shape: StepShape) -> Vec<(String, Vec<Op>)> {
             let k = &p.kernels[d.kernel];
             let mut params: Vec<u32> = poot_kir::early_params(&k.body).into_iter().collect();
             params.sort();
-            let ops = params
-                .iter()
-                .filter_map(|&i| match d.args[i as usize].0 {
-                    Buf::Value(v) => Some(p.graph.nodes[v].op.clone()),
-                    Buf::Table(_) => None,
-                    other => panic!("{}: early parameter {i} bound to {other:?}", k.name),
-                })
-                .collect();
-            (k.name.clone(), ops)
+            let ops = |params: &[u32]| -> Vec<Op> {
+                params
+                    .iter()
+                    .filter_map(|&i| match d.args[i as usize].0 {
+                        Buf::Value(v) => Some(p.graph.nodes[v].op.clone()),
+                        _ => None,
+                    })
+                    .collect()
+            };
+            for &i in &params {
+                let b = d.args[i as usize].0;
+                assert!(
+                    matches!(b, Buf::Value(_) | Buf::Table(_)),
+                    "{}: early parameter {i} bound to {b:?}",
+                    k.name
+                );
+            }
+            let mut late = Vec::new();
+            loaded_after_wait(&k.body, false, &mut late);
+            (k.name.clone(), ops(&params), ops(&late))
         })
         .collect()
 }
@@ -44,13 +79,17 @@ fn decode_attentions_load_their_caches_and_position_before_the_wait() {
         let all = early(family, StepShape::decode(2, 300));
         let attentions: Vec<_> = all
             .iter()
-            .filter(|(n, _)| n.starts_with("attention"))
+            .filter(|(n, _, _)| n.starts_with("attention"))
             .collect();
         assert!(
             !attentions.is_empty(),
             "{family:?}: no attention in {all:?}"
         );
-        for (name, ops) in attentions {
+        for (name, ops, late) in attentions {
+            assert!(
+                !late.contains(&Op::Slot(SlotKind::Pos)),
+                "{family:?} {name} reads the position slot after its wait: {late:?}"
+            );
             let states = ops.iter().filter(|o| matches!(o, Op::State(_))).count();
             assert_eq!(states, 2, "{family:?} {name}: {ops:?}");
             assert!(
@@ -58,7 +97,7 @@ fn decode_attentions_load_their_caches_and_position_before_the_wait() {
                 "{family:?} {name}: {ops:?}"
             );
         }
-        for (name, ops) in &all {
+        for (name, ops, _) in &all {
             let safe = |o: &Op| match o {
                 Op::Weight(_) | Op::Slot(_) => true,
                 Op::State(_) => name.starts_with("attention"),
@@ -75,13 +114,13 @@ fn prefill_attentions_wait_first() {
         let all = early(family, StepShape::prefill(2, 20, 300));
         let attentions: Vec<_> = all
             .iter()
-            .filter(|(n, _)| n.starts_with("attention"))
+            .filter(|(n, _, _)| n.starts_with("attention"))
             .collect();
         assert!(
             !attentions.is_empty(),
             "{family:?}: no attention in {all:?}"
         );
-        for (name, ops) in attentions {
+        for (name, ops, _) in attentions {
             assert!(ops.is_empty(), "{family:?} {name}: {ops:?}");
         }
     }

@@ -28,8 +28,9 @@
 //! holding the position), and no work-group uses the cache's copy of that row: every reader
 //! computes it into shared memory. Such an attention is the only dispatch of its entry that
 //! writes its caches, so every split issues its key and value loads (rows that earlier steps
-//! wrote) and its reads of the position slot before its grid wait; a kernel without a fused
-//! write waits before its first statement.
+//! wrote) and its reads of the position slot (its rope positions among them, one value a
+//! work-group) before its grid wait; a kernel without a fused write waits before its first
+//! statement.
 //!
 //! `split` emits one split's work-group, `scores` its keys and their products with the query,
 //! `combine` the combine of the last split to finish. A prefill chunk with a causal prefix

@@ -9,7 +9,8 @@ use crate::Result;
 use crate::lower::expr::{Buf, Emit, TRAP_CACHE_OVERFLOW};
 use crate::lower::kernels::{fold_parts, group_reduce, subgroup_parts};
 use crate::lower::place::Attention;
-use poot_ir::Value;
+use crate::lower::place::Place;
+use poot_ir::{Op, Value};
 use poot_kir::{Access, BinOp, CmpOp, Mem, ReduceOp, Scalar, Special, UnOp, Val};
 
 /// How a split's result leaves it: straight to the output (the only split that sees a
@@ -124,8 +125,8 @@ fn row_of(e: &mut Emit, s: &Split, gi: Val, ci: Val) -> Val {
 }
 
 /// A split's key and value loads, all `let`s with no branch, so that a decode attention can
-/// issue them before its grid wait (the caller places them). A split past the visible prefix
-/// loads position 0's rows only.
+/// issue them before its grid wait (the caller places them), with a fused write the rope
+/// positions too. A split past the visible prefix loads position 0's rows only.
 pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
     let [d, c, _, per] = s.dims;
     let [ri, ti, hi, _, split] = s.at;
@@ -232,6 +233,14 @@ pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
     let start = match s.write {
         Some(wr) => {
             let st = e.value(wr.start, &[ri])?;
+            // The rope positions of the query and the new key, read once here (before the
+            // grid wait, with the other loads): every element this work-group ropes is of
+            // row `ri` and its one token, so each position is one value, and the rope's
+            // table loads then wait for nothing but their own issue.
+            for pv in rope_positions(e, [a.q, wr.k]) {
+                let x = e.value(pv, &[ri, zero_u])?;
+                e.set_override(pv, x);
+            }
             Some(e.kb.bitcast(st, Scalar::U32))
         }
         None => None,
@@ -551,4 +560,27 @@ pub(super) fn rest(e: &mut Emit, s: &Split, l: Loaded) -> Result<()> {
             None => through_memory(e),
         }
     })
+}
+
+/// The position arguments of the ropes that `values` compute inline (through other inline
+/// ops, up to the first value with a buffer).
+fn rope_positions(e: &Emit, values: [Value; 2]) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut stack = values.to_vec();
+    let mut seen = std::collections::HashSet::new();
+    while let Some(v) = stack.pop() {
+        if !seen.insert(v) || e.pl.place[v] != Place::Inline {
+            continue;
+        }
+        let node = &e.g.nodes[v];
+        if matches!(node.op, Op::Rope { .. }) {
+            if !out.contains(&node.args[1]) {
+                out.push(node.args[1]);
+            }
+            stack.push(node.args[0]);
+        } else {
+            stack.extend(node.args.iter().copied());
+        }
+    }
+    out
 }
