@@ -125,8 +125,9 @@ fn row_of(e: &mut Emit, s: &Split, gi: Val, ci: Val) -> Val {
 }
 
 /// A split's key and value loads, all `let`s with no branch, so that a decode attention can
-/// issue them before its grid wait (the caller places them), with a fused write the rope
-/// positions too. A split past the visible prefix loads position 0's rows only.
+/// issue them before its grid wait (the caller places them), with a fused write and one
+/// query token a row the rope positions too. A split past the visible prefix loads position
+/// 0's rows only.
 pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
     let [d, c, _, per] = s.dims;
     let [ri, ti, hi, _, split] = s.at;
@@ -234,12 +235,15 @@ pub(super) fn loads(e: &mut Emit, s: &Split) -> Result<Loaded> {
         Some(wr) => {
             let st = e.value(wr.start, &[ri])?;
             // The rope positions of the query and the new key, read once here (before the
-            // grid wait, with the other loads): every element this work-group ropes is of
-            // row `ri` and its one token, so each position is one value, and the rope's
-            // table loads then wait for nothing but their own issue.
-            for pv in rope_positions(e, [a.q, wr.k]) {
-                let x = e.value(pv, &[ri, zero_u])?;
-                e.set_override(pv, x);
+            // grid wait, with the other loads): where the query, like the new key, is one
+            // token a row, every element this work-group ropes is of row `ri` and token 0,
+            // so each position is one value, and the rope's table loads then wait for
+            // nothing but their own issue.
+            if e.g.ty(a.q).shape.0[1] == 1 {
+                for pv in rope_positions(e, [a.q, wr.k]) {
+                    let x = e.value(pv, &[ri, zero_u])?;
+                    e.set_override(pv, x);
+                }
             }
             Some(e.kb.bitcast(st, Scalar::U32))
         }
