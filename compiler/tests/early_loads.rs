@@ -35,10 +35,13 @@ fn loaded_after_wait(insts: &[Inst], mut waited: bool, out: &mut Vec<u32>) -> bo
     waited
 }
 
-/// The step lowered as tier 2 compiles it (a 300-position cache), and for each dispatch its
-/// kernel's name with the ops of what it binds to the parameters its waits list (but
-/// compile-time tables, which no dispatch writes) and of what it loads after its wait.
-fn early(family: Family, shape: StepShape) -> Vec<(String, Vec<Op>, Vec<Op>)> {
+/// A dispatch's kernel name, the ops bound to the parameters its waits list (but compile-time
+/// tables, which no dispatch writes), and those of what it loads after its wait.
+type Dispatched = (String, Vec<Op>, Vec<Op>);
+
+/// The step lowered as tier 2 compiles it (a 300-position cache), each dispatch as
+/// `Dispatched`.
+fn early(family: Family, shape: StepShape) -> Vec<Dispatched> {
     let model = tiny_model(family, 7).unwrap();
     let mut g = trace(&model, shape).unwrap();
     optimize(&mut g, PassOptions::default()).unwrap();
@@ -73,19 +76,21 @@ fn early(family: Family, shape: StepShape) -> Vec<(String, Vec<Op>, Vec<Op>)> {
         .collect()
 }
 
+/// The attention dispatches of `all`, of which there must be at least one.
+fn attentions(family: Family, all: &[Dispatched]) -> Vec<&Dispatched> {
+    let found: Vec<_> = all
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("attention"))
+        .collect();
+    assert!(!found.is_empty(), "{family:?}: no attention in {all:?}");
+    found
+}
+
 #[test]
 fn decode_attentions_load_their_caches_and_position_before_the_wait() {
     for family in [Family::Llama, Family::Qwen2] {
         let all = early(family, StepShape::decode(2, 300));
-        let attentions: Vec<_> = all
-            .iter()
-            .filter(|(n, _, _)| n.starts_with("attention"))
-            .collect();
-        assert!(
-            !attentions.is_empty(),
-            "{family:?}: no attention in {all:?}"
-        );
-        for (name, ops, late) in attentions {
+        for (name, ops, late) in attentions(family, &all) {
             assert!(
                 !late.contains(&Op::Slot(SlotKind::Pos)),
                 "{family:?} {name} reads the position slot after its wait: {late:?}"
@@ -112,15 +117,7 @@ fn decode_attentions_load_their_caches_and_position_before_the_wait() {
 fn prefill_attentions_wait_first() {
     for family in [Family::Llama, Family::Qwen2] {
         let all = early(family, StepShape::prefill(2, 20, 300));
-        let attentions: Vec<_> = all
-            .iter()
-            .filter(|(n, _, _)| n.starts_with("attention"))
-            .collect();
-        assert!(
-            !attentions.is_empty(),
-            "{family:?}: no attention in {all:?}"
-        );
-        for (name, ops, _) in attentions {
+        for (name, ops, _) in attentions(family, &all) {
             assert!(ops.is_empty(), "{family:?} {name}: {ops:?}");
         }
     }
